@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install everything ucx-hcr needs to build, test and benchmark, from Debian's
+# archive only. Idempotent: packages already present are left alone, and apt's
+# index is refreshed only when something is missing.
+set -euo pipefail
+
+PKGS=(
+    # build tools for the superbuild and for UCX itself
+    build-essential autoconf automake libtool pkg-config dpkg-dev ccache
+    # verbs: headers and libraries UCX builds against, plus third-party tools
+    # that softverbs is checked with
+    libibverbs-dev librdmacm-dev ibverbs-utils perftest rdma-core
+    # UCX build dependencies
+    libnuma-dev
+    # tests and benchmarks
+    gnuplot-nox iproute2 procps
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#PKGS[@]} packages already installed"
+    exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    SUDO=sudo
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,151 @@
+/*
+ * th UCP fixture: context, worker and an endpoint to one peer rank.
+ */
+#include "th_ucx.h"
+
+#include <poll.h>
+#include <stdlib.h>
+
+void th_ucp_init(th_ucp_t *ucp, uint64_t features)
+{
+    ucp_worker_params_t wparams = {0};
+    ucp_params_t params         = {0};
+    ucp_config_t *config;
+
+    memset(ucp, 0, sizeof(*ucp));
+    TH_ASSERT_UCS_OK(ucp_config_read(NULL, NULL, &config));
+
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features   = features;
+    TH_ASSERT_UCS_OK(ucp_init(&params, config, &ucp->context));
+    ucp_config_release(config);
+
+    wparams.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    TH_ASSERT_UCS_OK(ucp_worker_create(ucp->context, &wparams, &ucp->worker));
+}
+
+static void th_ucp_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    th_ucp_t *ucp = arg;
+
+    th_log("endpoint %p error: %s", (void*)ep, ucs_status_string(status));
+    ucp->ep_error = status;
+}
+
+void th_ucp_connect(th_ucp_t *ucp, th_oob_t *oob, int peer, int err_mode_peer)
+{
+    ucp_ep_params_t params = {0};
+    ucp_address_t *address;
+    size_t address_length;
+    void *peer_address;
+
+    TH_ASSERT_UCS_OK(ucp_worker_get_address(ucp->worker, &address,
+                                            &address_length));
+    th_oob_exchange(oob, peer, address, address_length, &peer_address, NULL);
+    ucp_worker_release_address(ucp->worker, address);
+
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    params.address    = peer_address;
+    if (err_mode_peer) {
+        params.field_mask     |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                 UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        params.err_mode        = UCP_ERR_HANDLING_MODE_PEER;
+        params.err_handler.cb  = th_ucp_ep_error_cb;
+        params.err_handler.arg = ucp;
+    }
+    TH_ASSERT_UCS_OK(ucp_ep_create(ucp->worker, &params, &ucp->ep));
+    free(peer_address);
+}
+
+ucs_status_t th_ucp_wait(th_ucp_t *ucp, ucs_status_ptr_t request,
+                         double timeout)
+{
+    double deadline = th_time() + timeout;
+    ucs_status_t status;
+
+    if (request == NULL) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(request)) {
+        return UCS_PTR_STATUS(request);
+    }
+
+    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+        ucp_worker_progress(ucp->worker);
+        if (th_time() > deadline) {
+            TH_FAIL("UCP request %p did not complete in %.1f s", request,
+                    timeout);
+        }
+    }
+    ucp_request_free(request);
+    return status;
+}
+
+void th_ucp_oob_recv(th_ucp_t *ucp, th_oob_t *oob, int peer, void *buf,
+                     size_t length)
+{
+    struct pollfd pfd = {.fd = th_oob_fd(oob, peer), .events = POLLIN};
+
+    while (poll(&pfd, 1, 0) == 0) {
+        ucp_worker_progress(ucp->worker);
+    }
+    th_oob_recv(oob, peer, buf, length);
+}
+
+void th_ucp_cleanup(th_ucp_t *ucp)
+{
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t request;
+
+    if (ucp->ep != NULL) {
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags        = (ucp->ep_error != UCS_OK) ?
+                             UCP_EP_CLOSE_FLAG_FORCE : 0;
+        request = ucp_ep_close_nbx(ucp->ep, &param);
+        /* a peer that already left makes a graceful close fail: not an
+         * error of the test */
+        (void)th_ucp_wait(ucp, request, 30.0);
+        ucp->ep = NULL;
+    }
+    if (ucp->worker != NULL) {
+        ucp_worker_destroy(ucp->worker);
+    }
+    if (ucp->context != NULL) {
+        ucp_cleanup(ucp->context);
+    }
+    memset(ucp, 0, sizeof(*ucp));
+}
+
+void th_ucp_send_rkey(th_ucp_t *ucp, th_oob_t *oob, int peer, ucp_mem_h memh,
+                      void *address)
+{
+    uint64_t addr = (uintptr_t)address;
+    void *rkey_buf;
+    size_t rkey_size;
+    uint64_t len;
+
+    TH_ASSERT_UCS_OK(ucp_rkey_pack(ucp->context, memh, &rkey_buf,
+                                   &rkey_size));
+    len = rkey_size;
+    th_oob_send(oob, peer, &addr, sizeof(addr));
+    th_oob_send(oob, peer, &len, sizeof(len));
+    th_oob_send(oob, peer, rkey_buf, rkey_size);
+    ucp_rkey_buffer_release(rkey_buf);
+}
+
+void th_ucp_recv_rkey(th_ucp_t *ucp, th_oob_t *oob, int peer,
+                      ucp_rkey_h *rkey_p, uint64_t *remote_addr_p)
+{
+    uint64_t len;
+    void *buf;
+
+    th_oob_recv(oob, peer, remote_addr_p, sizeof(*remote_addr_p));
+    th_oob_recv(oob, peer, &len, sizeof(len));
+    buf = malloc(len);
+    TH_ASSERT(buf != NULL);
+    th_oob_recv(oob, peer, buf, len);
+    TH_ASSERT(ucp->ep != NULL);
+    TH_ASSERT_UCS_OK(ucp_ep_rkey_unpack(ucp->ep, buf, rkey_p));
+    free(buf);
+}

@@ -9,11 +9,11 @@ PKGS=(
     build-essential autoconf automake libtool pkg-config dpkg-dev ccache
     # verbs: headers and libraries UCX builds against, plus third-party tools
     # that softverbs is checked with
-    libibverbs-dev librdmacm-dev ibverbs-utils perftest rdma-core
+    libibverbs-dev librdmacm-dev ibverbs-utils perftest
     # UCX build dependencies
     libnuma-dev
     # tests and benchmarks
-    gnuplot-nox iproute2 procps
+    gnuplot-nox iproute2 procps bc
 )
 
 missing=()

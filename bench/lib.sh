@@ -1,0 +1,72 @@
+# Shared helpers for bench/ scripts and the demo (source this file).
+#
+# UCX_HCR_PREFIX: the installed build (default: build/install of this repo).
+
+bench_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+: "${UCX_HCR_PREFIX:=$bench_top/build/install}"
+PERFTEST=$UCX_HCR_PREFIX/bin/ucx_perftest
+SOFTVERBS_LIB=$UCX_HCR_PREFIX/lib/libsoftverbs.so
+
+# Environment that loads softverbs, or nothing when it is not installed
+softverbs_env() {
+    if [ -f "$SOFTVERBS_LIB" ]; then
+        echo "LD_PRELOAD=$SOFTVERBS_LIB"
+    fi
+}
+
+have_softverbs() {
+    [ -f "$SOFTVERBS_LIB" ]
+}
+
+# Does ucx_info -d (with the given environment) list this transport?
+have_transport() {
+    local tl=$1
+    shift
+    env "$@" "$UCX_HCR_PREFIX/bin/ucx_info" -d 2>/dev/null | \
+        grep -q "Transport: $tl\$"
+}
+
+bench_free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 20000))
+        if ! ss -ltn 2>/dev/null | grep -q ":$port "; then
+            echo "$port"
+            return
+        fi
+    done
+}
+
+# perftest_pair "ENV=.. ENV=.." ARGS...
+# Runs ucx_perftest as server and client on this host and prints the
+# client's "Final:" fields: iterations p50_us avg_us overall_us
+# avg_MBps overall_MBps avg_rate overall_rate. Returns non-zero on failure.
+perftest_pair() {
+    local envs=$1 port spid out rc i
+    shift
+    port=$(bench_free_port)
+    # shellcheck disable=SC2086
+    env $envs "$PERFTEST" -p "$port" "$@" >/dev/null 2>&1 &
+    spid=$!
+    for i in $(seq 100); do
+        ss -ltn 2>/dev/null | grep -q ":$port " && break
+        sleep 0.05
+    done
+    # shellcheck disable=SC2086
+    out=$(timeout 120 env $envs "$PERFTEST" 127.0.0.1 -p "$port" "$@" 2>&1)
+    rc=$?
+    wait "$spid" 2>/dev/null || rc=1
+    if [ $rc -ne 0 ] || ! echo "$out" | grep -q '^Final:'; then
+        echo "perftest failed (rc=$rc): env $envs ucx_perftest $*" >&2
+        echo "$out" | tail -n 5 >&2
+        return 1
+    fi
+    echo "$out" | awk '/^Final:/ { $1 = ""; print }'
+}
+
+# median of the numbers on stdin
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) { print "nan"; exit }
+        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}

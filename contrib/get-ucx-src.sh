@@ -94,7 +94,7 @@ else
     # Use upstream's tarball as it is: Debian's packaging patches are not part
     # of pristine UCX.
     mkdir -p "$work/unpack"
-    tar -C "$work/unpack" -xf "$orig"
+    tar -C "$work/unpack" --no-same-owner -xf "$orig"
     top=$(ls -d "$work"/unpack/*/ | head -n1)
     mv "$top" "$work/ucx"
     # The release tarball keeps upstream's debian/ folder as debian.upstream/;

@@ -9,6 +9,9 @@ set -eu
 from=$1
 to=$2
 
+# nothing to overlay yet
+[ -d "$from" ] || exit 0
+
 cd "$from"
 find . -type f ! -name '*~' ! -name '.*' | while read -r f; do
     f=${f#./}

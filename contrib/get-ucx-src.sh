@@ -38,17 +38,21 @@ check_version() {
         die "'$tree' holds UCX '${ver:-unknown}', not ${UCX_VERSION}"
 }
 
+# The apt configuration directory the sources are derived from; tests point
+# it elsewhere to check the failure paths.
+apt_etc=${GET_UCX_SRC_APT_ETC:-/etc/apt}
+
 # Turn the machine's Debian "deb" entries into "deb-src" entries, in both the
 # deb822 (.sources) and the one-line (.list) formats.
 make_src_list() {
     local out=$1 f
     : > "$out/sources.list"
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    for f in "$apt_etc"/sources.list "$apt_etc"/sources.list.d/*.list; do
         [ -f "$f" ] || continue
         sed -n 's/^[[:space:]]*deb\([[:space:]]\)/deb-src\1/p' "$f" | \
             grep -i debian >> "$out/sources.list" || true
     done
-    for f in /etc/apt/sources.list.d/*.sources; do
+    for f in "$apt_etc"/sources.list.d/*.sources; do
         [ -f "$f" ] || continue
         grep -qi debian "$f" || continue
         # deb822 stanzas are separated by blank lines; keep stanzas of type
@@ -75,20 +79,23 @@ else
     mkdir -p "$apt/parts" "$apt/lists/partial" "$apt/cache/archives/partial" "$work/dl"
     make_src_list "$apt"
     if [ ! -s "$apt/sources.list" ] && [ -z "$(ls -A "$apt/parts")" ]; then
-        die "no Debian entry found in the machine's apt sources"
+        die "no Debian entry found in the apt sources under $apt_etc"
     fi
     aptopts=(-o "Dir::Etc::SourceList=$apt/sources.list"
              -o "Dir::Etc::SourceParts=$apt/parts"
              -o "Dir::State::Lists=$apt/lists"
              -o "Dir::Cache=$apt/cache"
              -o "APT::Get::List-Cleanup=0"
-             -o "Acquire::Retries=2")
+             -o "Acquire::Retries=2"
+             -o "Acquire::http::Timeout=30")
     echo "get-ucx-src: fetching Debian source package ucx ${UCX_VERSION}"
     apt-get -q "${aptopts[@]}" update >"$work/apt-update.log" 2>&1 || \
         die "apt-get update with the derived deb-src list failed (see $work/apt-update.log)"
     (cd "$work/dl" && apt-get -q "${aptopts[@]}" source --download-only ucx \
         >"$work/apt-source.log" 2>&1) || \
-        die "'apt-get source ucx=${UCX_VERSION}' failed (see $work/apt-source.log)"
+        die "'apt-get source ucx' failed: the Debian archive named in $apt_etc is not
+       reachable or does not serve the source (see $work/apt-source.log
+       and $work/apt-update.log)"
     orig=$(ls "$work"/dl/ucx_${UCX_VERSION}.orig.tar.* 2>/dev/null | head -n1)
     [ -n "$orig" ] || die "the downloaded source package has no ucx_${UCX_VERSION}.orig tarball"
     # Use upstream's tarball as it is: Debian's packaging patches are not part

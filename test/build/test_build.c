@@ -91,3 +91,71 @@ TH_TEST(build, proto_v2_default)
     /* ... and the user's environment still decides */
     TH_ASSERT_STR_EQ(proto_enable_value("UCX_PROTO_ENABLE=n"), "n");
 }
+
+#ifndef TH_SRCDIR
+#define TH_SRCDIR "."
+#endif
+
+static void expect_failure_with(const char *out, int status,
+                                const char *expected)
+{
+    TH_ASSERT_NE(status, 0);
+    if (strstr(out, expected) == NULL) {
+        TH_FAIL("message lacks \"%s\":\n%s", expected, out);
+    }
+}
+
+/* A --with-ucx-src that is not a UCX tree stops configure, saying why */
+TH_TEST(build, missing_ucx_src)
+{
+    char *out;
+    int status;
+
+    status = th_run_cmd(&out,
+                        "d=$(mktemp -d) && cd $d && %s/configure "
+                        "--with-ucx-src=/nonexistent/ucx 2>&1; s=$?; "
+                        "rm -rf $d; exit $s",
+                        TH_SRCDIR);
+    expect_failure_with(out, status,
+                        "--with-ucx-src=/nonexistent/ucx: no UCX source tree");
+    expect_failure_with(out, status, "or leave the option out");
+    free(out);
+}
+
+/* A tree of another UCX version is refused */
+TH_TEST(build, wrong_ucx_version)
+{
+    char *out;
+    int status;
+
+    status = th_run_cmd(&out,
+                        "d=$(mktemp -d) && mkdir $d/src && "
+                        "printf 'define([ucx_ver_major], 1)\\n"
+                        "define([ucx_ver_minor], 12)\\n"
+                        "define([ucx_ver_patch], 0)\\n' > $d/src/configure.ac && "
+                        "%s/contrib/get-ucx-src.sh $d/out $d/src 2>&1; s=$?; "
+                        "rm -rf $d; exit $s",
+                        TH_SRCDIR);
+    expect_failure_with(out, status, "holds UCX '1.12.0', not 1.13.1");
+    free(out);
+}
+
+/* An apt source list that cannot be reached gives an actionable message */
+TH_TEST(build, unreachable_apt_source)
+{
+    char *out;
+    int status;
+
+    /* port 9 (discard) on loopback refuses at once: nothing leaves the host */
+    status = th_run_cmd(&out,
+                        "d=$(mktemp -d) && mkdir -p $d/etc/sources.list.d && "
+                        "echo 'deb http://127.0.0.1:9/debian bookworm main' "
+                        "> $d/etc/sources.list && "
+                        "GET_UCX_SRC_APT_ETC=$d/etc "
+                        "%s/contrib/get-ucx-src.sh $d/out 2>&1; s=$?; "
+                        "rm -rf $d; exit $s",
+                        TH_SRCDIR);
+    expect_failure_with(out, status, "is not\n       reachable");
+    expect_failure_with(out, status, "--with-ucx-src=/path/to/ucx-1.13.1");
+    free(out);
+}

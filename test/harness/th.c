@@ -29,6 +29,12 @@ void th_register(th_test_t *test)
 {
     th_test_t **p;
 
+    /* the harness' own self-tests fail on purpose: they run only inside the
+     * nested run that test/harness/test_harness.c starts */
+    if (!strcmp(test->suite, "selftest") && (getenv("TH_SELFTEST") == NULL)) {
+        return;
+    }
+
     /* keep registration order (link order of the files, then source order) */
     for (p = &th_tests; *p != NULL; p = &(*p)->next) {
     }

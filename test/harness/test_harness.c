@@ -1,0 +1,108 @@
+/*
+ * Tests of the harness itself. The "selftest" suite holds tests that pass,
+ * fail, crash, hang and skip on purpose; it is registered only when
+ * TH_SELFTEST is set. harness.* runs this binary again on that suite and
+ * checks what the runner reports for each, so a harness that could not
+ * detect a failure would fail here.
+ */
+#include "th.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+TH_TEST(selftest, pass)
+{
+    TH_ASSERT_EQ(1 + 1, 2);
+}
+
+TH_TEST(selftest, assert_eq_fails)
+{
+    int answer = 41;
+
+    TH_ASSERT_EQ(answer, 42);
+}
+
+TH_TEST(selftest, crash)
+{
+    raise(SIGSEGV);
+}
+
+TH_TEST_TIMEOUT(selftest, hang, 1)
+{
+    sleep(30);
+}
+
+TH_TEST(selftest, skip)
+{
+    TH_SKIP("no frobnicator on this host");
+}
+
+static void selftest_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    int value = rank * 10, peer_value;
+
+    th_oob_send(oob, 1 - rank, &value, sizeof(value));
+    th_oob_recv(oob, 1 - rank, &peer_value, sizeof(peer_value));
+    TH_ASSERT_EQ(peer_value, (1 - rank) * 10);
+    if (arg != NULL && rank == 1) {
+        TH_FAIL("rank 1 fails on purpose");
+    }
+}
+
+TH_TEST(selftest, procs_pass)
+{
+    th_run_procs(2, selftest_rank, NULL);
+}
+
+TH_TEST(selftest, procs_rank_fails)
+{
+    th_run_procs(2, selftest_rank, "fail");
+}
+
+static void expect(const char *out, const char *text)
+{
+    if (strstr(out, text) == NULL) {
+        TH_FAIL("runner output lacks \"%s\":\n%s", text, out);
+    }
+}
+
+TH_TEST(harness, reports_each_outcome)
+{
+    char *out;
+    int status;
+
+    status = th_run_cmd(&out, "TH_SELFTEST=1 /proc/%d/exe 'selftest.*' 2>&1",
+                        getpid());
+    TH_ASSERT_EQ(status, 1); /* failures make the runner exit 1 */
+    expect(out, "[  OK  ] selftest.pass");
+    expect(out, "expected answer == 42, got 41");
+    expect(out, "[ FAIL ] selftest.assert_eq_fails");
+    expect(out, "[ FAIL ] selftest.crash");
+    expect(out, "killed by signal 11");
+    expect(out, "[ FAIL ] selftest.hang: timeout after 1 s");
+    expect(out, "[ SKIP ] selftest.skip: no frobnicator on this host");
+    expect(out, "[  OK  ] selftest.procs_pass");
+    expect(out, "rank 1 fails on purpose");
+    expect(out, "[ FAIL ] selftest.procs_rank_fails");
+    expect(out, "\n2 passed, 4 failed, 1 skipped\n");
+    free(out);
+}
+
+TH_TEST(harness, filters_by_name)
+{
+    char *out;
+    int status;
+
+    status = th_run_cmd(&out,
+                        "TH_SELFTEST=1 /proc/%d/exe 'selftest.p*' "
+                        "'-selftest.procs_rank*' 2>&1",
+                        getpid());
+    TH_ASSERT_EQ(status, 0);
+    expect(out, "[  OK  ] selftest.pass");
+    expect(out, "[  OK  ] selftest.procs_pass");
+    TH_ASSERT(strstr(out, "procs_rank_fails") == NULL);
+    TH_ASSERT(strstr(out, "selftest.crash") == NULL);
+    expect(out, "\n2 passed, 0 failed\n");
+    free(out);
+}

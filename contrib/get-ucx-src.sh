@@ -70,8 +70,10 @@ mkdir -p "$work"
 if [ -n "$src" ]; then
     [ -d "$src" ] || die "--with-ucx-src: '$src' is not a directory"
     check_version "$src"
+    [ ! -f "$src/config.status" ] || \
+        die "'$src' was configured in place; run 'make distclean' there or pass a clean tree"
     echo "get-ucx-src: copying UCX source from $src"
-    cp -a "$src" "$work/ucx"
+    cp -R --no-preserve=ownership "$src" "$work/ucx"
 else
     command -v apt-get >/dev/null || die "apt-get not found and no --with-ucx-src given"
     command -v dpkg-source >/dev/null || die "dpkg-source not found (install dpkg-dev)"
@@ -104,13 +106,15 @@ else
     tar -C "$work/unpack" --no-same-owner -xf "$orig"
     top=$(ls -d "$work"/unpack/*/ | head -n1)
     mv "$top" "$work/ucx"
-    # The release tarball keeps upstream's debian/ folder as debian.upstream/;
-    # UCX's autogen.sh/automake need it back at debian/.
-    if [ -d "$work/ucx/debian.upstream" ] && [ ! -e "$work/ucx/debian/rules.in" ]; then
-        rm -rf "$work/ucx/debian"
-        mv "$work/ucx/debian.upstream" "$work/ucx/debian"
-    fi
     check_version "$work/ucx"
+fi
+
+# Debian's orig tarball (and a tree unpacked with dpkg-source) keeps upstream's
+# debian/ folder as debian.upstream/; UCX's autogen.sh/automake need it back
+# at debian/ (rules.in, control.in, ...).
+if [ -d "$work/ucx/debian.upstream" ] && [ ! -e "$work/ucx/debian/rules.in" ]; then
+    rm -rf "$work/ucx/debian"
+    mv "$work/ucx/debian.upstream" "$work/ucx/debian"
 fi
 
 rm -rf "$dest"

@@ -18,8 +18,9 @@ find . -type f ! -name '*~' ! -name '.*' | while read -r f; do
     dst=$to/$f
     if [ "$(readlink "$dst" 2>/dev/null)" != "$from/$f" ]; then
         mkdir -p "$(dirname "$dst")"
-        rm -f "$dst"
-        ln -s "$from/$f" "$dst"
+        # replace atomically: a concurrent run sees the old or the new link
+        ln -sfn "$from/$f" "$dst.overlay.$$"
+        mv -f "$dst.overlay.$$" "$dst"
     fi
 done
 

@@ -1,0 +1,387 @@
+/*
+ * softverbs: a userspace RDMA verbs emulator (internal definitions).
+ *
+ * Layers:
+ *  - fabric (sv_fabric.c): one per-uid shared memory segment holding the
+ *    emulated "hardware" state that other processes must see: process slots,
+ *    the MR (key) table, QP/CQ/SRQ descriptors and their receive/completion
+ *    rings, and a small heap for ring memory.
+ *  - engine (sv_engine.c): the emulated NIC: executes send work requests,
+ *    moves data with process_vm_readv/writev, checks keys, writes CQEs,
+ *    models RNR/retry, the link and the async data mover thread.
+ *  - verbs front end (sv_device.c, sv_mr.c, sv_cq.c, sv_qp.c): the ibv_*
+ *    entry points, process-private objects wrapping the shared descriptors.
+ *
+ * Everything in the shared segment is addressed by offsets or table indices,
+ * never by pointers, because each process maps it at a different address.
+ */
+#ifndef SV_H_
+#define SV_H_
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define SV_SHM_VERSION    3
+#define SV_SHM_MAGIC      0x73666f7476726273ULL
+#define SV_MAX_DEVS       4
+#define SV_MAX_PROCS      512
+#define SV_MAX_MR         (1u << 16)
+#define SV_MAX_QP         (1u << 14)
+#define SV_MAX_CQ         (1u << 14)
+#define SV_MAX_SRQ        (1u << 12)
+#define SV_MAX_SGE        16
+#define SV_MAX_RECV_SGE   16
+#define SV_MAX_INLINE     512
+#define SV_MAX_WR         (1u << 15)
+#define SV_MAX_CQE        (1u << 20)
+#define SV_QPN_BASE       0x100
+#define SV_ATOMIC_LOCKS   1024
+#define SV_GRH_LEN        40
+#define SV_HEAP_SIZE      (16ULL << 30)  /* sparse: only used pages cost */
+#define SV_MTU            4096
+#define SV_MAX_MSG        (1u << 31)
+
+#define SV_CACHELINE      64
+#define sv_aligned        __attribute__((aligned(SV_CACHELINE)))
+
+#define SV_LOAD(_p)        __atomic_load_n((_p), __ATOMIC_ACQUIRE)
+#define SV_STORE(_p, _v)   __atomic_store_n((_p), (_v), __ATOMIC_RELEASE)
+#define SV_LOAD_RELAXED(_p) __atomic_load_n((_p), __ATOMIC_RELAXED)
+
+/* ------------------------------------------------------------------------
+ * Shared lock: a spinlock whose word holds the holder's pid, so that a
+ * waiter can take it over when the holder process died inside the critical
+ * section (the protected ring may then hold one half-written entry, which is
+ * no worse than a NIC losing a packet).
+ */
+typedef struct {
+    uint32_t owner;
+} sv_lock_t;
+
+void sv_lock(sv_lock_t *lock);
+void sv_unlock(sv_lock_t *lock);
+
+/* ------------------------------------------------------------------------
+ * Ring: the one queue abstraction, used for receive queues, SRQs and CQs.
+ *
+ * size is a power of two; prod and cons are free-running 32-bit counters
+ * (index = counter & (size - 1)), so full is prod - cons == size.
+ * Producer: writes the entry, then stores prod with release ordering.
+ * Consumer: loads prod with acquire ordering before reading the entry, and
+ * stores cons with release ordering once it is done with the entry, which a
+ * producer observes with an acquire load before reusing the slot.
+ * Multiple producers (CQ: local poster, engine, remote initiators) or
+ * multiple consumers (RQ/SRQ: any initiator, plus the owner's flush) take
+ * the sv_lock_t that the owning structure puts next to the ring; a single
+ * side needs no lock beyond the owner process's own private one.
+ */
+typedef struct {
+    uint64_t off;      /* entries, as an offset in the shared segment */
+    uint32_t size;     /* entries, power of two */
+    uint32_t stride;   /* bytes per entry */
+    uint32_t prod sv_aligned;
+    uint32_t cons sv_aligned;
+} sv_ring_t;
+
+/* ------------------------------------------------------------------------
+ * Shared descriptors
+ */
+typedef struct {
+    uint32_t pid;          /* 0: free slot */
+    uint32_t gen;
+    uint64_t cookie;       /* random, also stored at cookie_addr in pid */
+    uint64_t cookie_addr;
+} sv_proc_t;
+
+typedef struct {
+    uint32_t key;          /* lkey == rkey; 0: free */
+    uint16_t owner;        /* process slot */
+    uint16_t dev;
+    uint32_t pd;
+    uint32_t access;
+    uint64_t addr;         /* process virtual address */
+    uint64_t iova;         /* address remote peers use */
+    uint64_t length;
+} sv_mr_t;
+
+typedef struct {
+    uint64_t wr_id;
+    uint32_t num_sge;
+    uint32_t reserved;
+    struct ibv_sge sge[SV_MAX_RECV_SGE];
+} sv_rwqe_t;
+
+typedef struct {
+    sv_lock_t lock;        /* consumers: initiators and the owner's flush */
+    uint32_t  max_sge;
+    uint32_t  limit;       /* SRQ limit event threshold, 0: disarmed */
+    sv_ring_t ring;        /* of sv_rwqe_t */
+} sv_rq_t;
+
+typedef struct {
+    sv_lock_t lock;        /* producers */
+    uint32_t  in_use;
+    uint16_t  owner;
+    uint64_t  id;          /* unique, to detect reuse of the slot */
+    uint32_t  armed;       /* 0: not armed, 1: solicited only, 2: any */
+    uint32_t  events;      /* notifications not yet taken by get_cq_event */
+    int32_t   chan_fd;     /* owner's eventfd of the completion channel */
+    uint32_t  overrun;
+    uint64_t  chan_id;
+    sv_ring_t ring;        /* of struct ibv_wc */
+} sv_cq_t;
+
+typedef struct {
+    uint32_t in_use;
+    uint16_t owner;
+    uint32_t pd;
+    uint64_t id;
+    sv_rq_t  rq;
+} sv_srq_t;
+
+typedef struct {
+    uint32_t in_use;
+    uint32_t qpn;
+    uint64_t id;
+    uint16_t owner;
+    uint16_t dev;
+    uint32_t type;         /* enum ibv_qp_type */
+    uint32_t state;        /* enum ibv_qp_state, read by initiators */
+    uint32_t pd;
+    uint32_t rcq;          /* CQ table index */
+    uint32_t srq;          /* SRQ table index + 1, 0: none */
+    uint32_t qkey;
+    uint32_t dest_qpn;
+    uint32_t access;       /* qp_access_flags */
+    uint32_t min_rnr_timer;
+    sv_rq_t  rq;
+} sv_qp_t;
+
+#define SV_NCLASS 40
+
+typedef struct {
+    uint64_t        magic;
+    uint32_t        version;
+    uint32_t        reserved;
+    pthread_mutex_t lock;      /* robust, process-shared: control path only */
+    uint64_t        heap_brk;
+    uint64_t        free_list[SV_NCLASS];
+    uint32_t        next_mr, next_qp, next_cq, next_srq;
+    uint64_t        next_id;
+    sv_lock_t       atomic_locks[SV_ATOMIC_LOCKS];
+    sv_proc_t       procs[SV_MAX_PROCS];
+    sv_mr_t         mrs[SV_MAX_MR];
+    sv_qp_t         qps[SV_MAX_QP];
+    sv_cq_t         cqs[SV_MAX_CQ];
+    sv_srq_t        srqs[SV_MAX_SRQ];
+} sv_shm_t;
+
+/* ------------------------------------------------------------------------
+ * Configuration (environment, see README.md)
+ */
+typedef enum {
+    SV_MOVER_AUTO,      /* small ops by the poster, large by the engine */
+    SV_MOVER_INLINE,    /* the posting thread does every copy */
+    SV_MOVER_ENGINE     /* the engine thread does every copy */
+} sv_mover_t;
+
+typedef struct {
+    int         ndevs;
+    sv_mover_t  mover;
+    size_t      engine_thresh;    /* AUTO: ops above this go to the engine */
+    unsigned    engine_spin_us;   /* engine polls this long before sleeping */
+    uint64_t    memlock_limit;    /* bytes, UINT64_MAX: unlimited */
+    unsigned    reg_cost_us;
+    double      link_gbps;        /* 0: link model off */
+    double      link_lat_us;
+    int         create_dev_node;
+    char        shm_name[128];
+} sv_config_t;
+
+/* ------------------------------------------------------------------------
+ * Per-process state
+ */
+typedef struct {
+    sv_shm_t       *shm;
+    int             slot;
+    pid_t           pid;
+    uint64_t        cookie;
+    sv_config_t     cfg;
+    uint64_t        pinned;       /* bytes pinned by registrations */
+    pthread_mutex_t lock;         /* process-private control lock */
+} sv_global_t;
+
+extern sv_global_t sv_g;
+
+int      sv_init(void);               /* idempotent; 0 or errno */
+void     sv_config_load(sv_config_t *cfg);
+uint64_t sv_now_ns(void);
+void     sv_delay_ns(uint64_t ns);
+int      sv_proc_alive(int slot);
+pid_t    sv_proc_pid(int slot);
+int      sv_pid_alive(pid_t pid);
+uint64_t sv_new_id(void);
+int      sv_remote_fd(int slot, int fd, uint64_t id);
+void     sv_shm_lock(void);
+void     sv_shm_unlock(void);
+
+static inline void *sv_ptr(uint64_t off)
+{
+    return (char *)sv_g.shm + off;
+}
+
+/* heap for ring memory, in the shared segment; caller holds sv_shm_lock() */
+uint64_t sv_heap_alloc(size_t size, int owner);
+void     sv_heap_free(uint64_t off);
+
+static inline void *sv_ring_entry(sv_ring_t *ring, uint32_t counter)
+{
+    return (char *)sv_ptr(ring->off) +
+           (size_t)(counter & (ring->size - 1)) * ring->stride;
+}
+
+int  sv_ring_init(sv_ring_t *ring, uint32_t min_entries, uint32_t stride,
+                  int owner);
+void sv_ring_fini(sv_ring_t *ring);
+
+/* ------------------------------------------------------------------------
+ * Process-private verbs objects
+ */
+struct sv_qp;
+
+typedef struct sv_context {
+    struct ibv_context ibctx;
+    int                dev;
+    uint64_t           link_free_ns;   /* link model: port busy until */
+    pthread_mutex_t    async_lock;
+    struct ibv_async_event async_q[256];
+    unsigned           async_head, async_tail;
+} sv_context_t;
+
+typedef struct {
+    struct ibv_pd ibpd;
+    uint32_t      id;
+} sv_pd_t;
+
+typedef struct sv_mr {
+    struct ibv_mr ibmr;
+    uint32_t      idx;
+    uintptr_t     pin_start, pin_end;
+    struct sv_mr *next;
+} sv_mr_priv_t;
+
+typedef struct sv_channel {
+    struct ibv_comp_channel ibch;
+    uint64_t                id;
+    pthread_mutex_t         lock;
+    struct sv_cq           *cqs;
+} sv_channel_t;
+
+typedef struct sv_cq {
+    struct ibv_cq      ibcq;
+    uint32_t           idx;
+    sv_cq_t           *s;
+    pthread_spinlock_t poll_lock;
+    struct sv_cq      *chan_next;
+} sv_cq_priv_t;
+
+typedef struct {
+    struct ibv_srq     ibsrq;
+    uint32_t           idx;
+    sv_srq_t          *s;
+    pthread_spinlock_t post_lock;
+} sv_srq_priv_t;
+
+typedef struct {
+    struct ibv_ah ibah;
+    uint32_t      dlid;
+    int           is_global;
+    union ibv_gid dgid;
+} sv_ah_t;
+
+/* a send work request as the emulated NIC keeps it */
+typedef struct {
+    uint64_t       wr_id;
+    uint32_t       opcode;         /* enum ibv_wr_opcode */
+    uint32_t       flags;          /* IBV_SEND_* */
+    uint32_t       num_sge;
+    uint32_t       imm;            /* network order */
+    uint64_t       length;         /* total bytes */
+    uint64_t       raddr;
+    uint32_t       rkey;
+    uint32_t       remote_qpn;
+    uint32_t       remote_qkey;
+    uint32_t       dlid;
+    uint64_t       compare_add;
+    uint64_t       swap;
+    uint64_t       deliver_ns;     /* link model: not before */
+    struct ibv_sge sge[SV_MAX_SGE];
+    uint8_t        inline_data[SV_MAX_INLINE];
+} sv_swqe_t;
+
+typedef struct sv_qp {
+    struct ibv_qp      ibqp;
+    uint32_t           idx;
+    sv_qp_t           *s;
+    sv_context_t      *ctx;
+    sv_cq_priv_t      *scq, *rcq;
+    sv_srq_priv_t     *srq;
+    int                sq_sig_all;
+    uint32_t           max_inline;
+    uint32_t           max_send_sge;
+    /* send queue: private, producer = posters (post_lock), consumer = the
+     * executor holding 'busy' (a poster or the engine thread) */
+    sv_swqe_t         *sq;
+    uint32_t           sq_size;        /* power of two */
+    uint32_t           sq_max;         /* max_send_wr */
+    uint32_t           sq_tail;        /* posted (release by poster) */
+    uint32_t           sq_head;        /* executed (release by executor) */
+    uint32_t           busy;           /* executor ownership flag */
+    pthread_spinlock_t post_lock;
+    pthread_spinlock_t rpost_lock;
+    /* connection attributes */
+    uint32_t           port;
+    uint32_t           path_mtu;
+    uint8_t            timeout, retry_cnt, rnr_retry, max_rd_atomic;
+    uint8_t            max_dest_rd_atomic, sl;
+    uint32_t           dlid;
+    uint32_t           sq_psn, rq_psn;
+    uint16_t           pkey_index;
+    /* executor state for the WR at sq_head */
+    int                rnr_left;       /* -1: not started */
+    uint64_t           retry_at_ns;    /* blocked until */
+    uint64_t           timeout_at_ns;  /* peer unresponsive: fail after */
+    uint64_t           peer_id;
+    sv_qp_t           *peer;
+    int                last_wqe_sent;
+    struct sv_qp      *eng_next;
+} sv_qp_priv_t;
+
+/* engine / emulated NIC */
+typedef enum {
+    SV_EXEC_POSTER,
+    SV_EXEC_ENGINE
+} sv_executor_t;
+
+void sv_engine_add(sv_qp_priv_t *qp);
+void sv_engine_remove(sv_qp_priv_t *qp);
+void sv_engine_kick(void);
+void sv_engine_atfork_child(void);
+void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns);
+void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited);
+void sv_qp_set_error(sv_qp_priv_t *qp);
+void sv_rq_flush(sv_qp_priv_t *qp);
+void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev);
+uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);
+
+const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,
+                            uint64_t addr, uint64_t len, uint32_t access);
+
+#define SV_PORT_LID(_dev) ((uint16_t)(1 + (_dev)))
+#define SV_EXPORT __attribute__((visibility("default")))
+
+#endif

@@ -1,0 +1,829 @@
+/*
+ * softverbs engine: the emulated NIC.
+ *
+ * A send WR is executed by whoever owns the QP's 'busy' flag: the posting
+ * thread for small WRs (SOFTVERBS_MOVER=auto, the default) or the
+ * per-process engine thread for large ones, for WRs waiting on RNR or retry
+ * timers and for the link model. Execution is the whole responder side too:
+ * the initiator checks the target's keys in the shared MR table, consumes
+ * the target's receive WQE, moves the data with process_vm_writev/readv
+ * straight into/out of the target's address space and writes the target's
+ * CQE, so that the target process runs no code at all (one-sided semantics,
+ * and SENDs complete while the target computes).
+ *
+ * RC ordering: WRs of one QP execute in posting order, one at a time, and a
+ * completion is written after the data is placed (after the syscall that
+ * copied it returned).
+ */
+#define _GNU_SOURCE
+#include "sv.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum {
+    SV_DONE    = 0,   /* WR finished (its completion, if any, written) */
+    SV_BLOCKED = 1    /* WR must be retried at qp->retry_at_ns */
+};
+
+static struct {
+    pthread_mutex_t lock;       /* the QP list */
+    sv_qp_priv_t   *qps;
+    int             running;
+    uint32_t        seq;        /* futex word: bumped by every kick */
+    uint32_t        sleeping;
+} sv_eng = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+/* IB spec table of RNR NAK timer values, in microseconds */
+static const uint32_t sv_rnr_us[32] = {
+    655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280,
+    1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440,
+    81920, 122880, 163840, 245760, 327680, 491520
+};
+
+/* ---------------------------------------------------------------------- */
+/* data movement */
+
+/* copy between two iovec lists in this process */
+static void sv_iov_copy(const struct iovec *dst, int dn,
+                        const struct iovec *src, int sn)
+{
+    size_t doff = 0, soff = 0, n;
+    int d = 0, s = 0;
+
+    while (d < dn && s < sn) {
+        n = dst[d].iov_len - doff;
+        if (src[s].iov_len - soff < n) {
+            n = src[s].iov_len - soff;
+        }
+        memcpy((char *)dst[d].iov_base + doff,
+               (const char *)src[s].iov_base + soff, n);
+        doff += n;
+        soff += n;
+        if (doff == dst[d].iov_len) {
+            ++d;
+            doff = 0;
+        }
+        if (soff == src[s].iov_len) {
+            ++s;
+            soff = 0;
+        }
+    }
+}
+
+static void sv_iov_advance(struct iovec **iov, int *n, size_t bytes)
+{
+    while (bytes > 0 && *n > 0) {
+        if (bytes < (*iov)->iov_len) {
+            (*iov)->iov_base = (char *)(*iov)->iov_base + bytes;
+            (*iov)->iov_len -= bytes;
+            return;
+        }
+        bytes -= (*iov)->iov_len;
+        ++*iov;
+        --*n;
+    }
+    while (*n > 0 && (*iov)->iov_len == 0) {
+        ++*iov;
+        --*n;
+    }
+}
+
+/* Move 'total' bytes between local and remote (in pid) iovecs.
+ * Returns 0, ESRCH (the peer is gone) or EFAULT. */
+static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
+                   struct iovec *r, int rn, size_t total)
+{
+    ssize_t n;
+
+    if (total == 0) {
+        return 0;
+    }
+    if (pid == sv_g.pid) {
+        if (to_remote) {
+            sv_iov_copy(r, rn, l, ln);
+        } else {
+            sv_iov_copy(l, ln, r, rn);
+        }
+        return 0;
+    }
+    while (total > 0) {
+        n = to_remote ? process_vm_writev(pid, l, ln, r, rn, 0) :
+                        process_vm_readv(pid, l, ln, r, rn, 0);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return (errno == ESRCH) ? ESRCH : EFAULT;
+        }
+        if (n == 0) {
+            return EFAULT;
+        }
+        total -= (size_t)n;
+        sv_iov_advance(&l, &ln, (size_t)n);
+        sv_iov_advance(&r, &rn, (size_t)n);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static enum ibv_wc_opcode sv_wc_opcode(uint32_t wr_opcode)
+{
+    switch (wr_opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:  return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:            return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:   return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default:                          return IBV_WC_SEND;
+    }
+}
+
+static void sv_send_complete(sv_qp_priv_t *qp, const sv_swqe_t *w,
+                             enum ibv_wc_status status)
+{
+    struct ibv_wc wc;
+
+    /* an error completes every WR, signaled or not */
+    if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
+        !(w->flags & IBV_SEND_SIGNALED)) {
+        return;
+    }
+    memset(&wc, 0, sizeof(wc));
+    wc.wr_id  = w->wr_id;
+    wc.status = status;
+    wc.opcode = sv_wc_opcode(w->opcode);
+    wc.qp_num = qp->ibqp.qp_num;
+    if (status == IBV_WC_SUCCESS &&
+        (w->opcode == IBV_WR_RDMA_READ ||
+         w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+         w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+        wc.byte_len = (uint32_t)w->length;
+    }
+    sv_cq_push(qp->scq->s, &wc, 0);
+}
+
+/* a failed WR: its error completion, then the QP goes to error and the
+ * executor flushes what follows */
+static int sv_send_fail(sv_qp_priv_t *qp, const sv_swqe_t *w,
+                        enum ibv_wc_status status)
+{
+    sv_qp_set_error(qp);
+    sv_send_complete(qp, w, status);
+    return SV_DONE;
+}
+
+/* local SGEs -> iovecs, checking lkeys against our own MR table entries */
+static int sv_local_iov(sv_qp_priv_t *qp, sv_swqe_t *w, uint32_t access,
+                        struct iovec *iov, int *n)
+{
+    const sv_mr_t *mr;
+    uint32_t i;
+
+    *n = 0;
+    if (w->flags & IBV_SEND_INLINE) {
+        iov[0].iov_base = w->inline_data;
+        iov[0].iov_len  = w->length;
+        *n = (w->length > 0);
+        return 0;
+    }
+    for (i = 0; i < w->num_sge; ++i) {
+        const struct ibv_sge *sge = &w->sge[i];
+
+        if (sge->length == 0) {
+            continue;
+        }
+        mr = sv_mr_lookup(sge->lkey, sv_g.slot, qp->s->pd, sge->addr,
+                          sge->length, access);
+        if (mr == NULL) {
+            return -1;
+        }
+        iov[*n].iov_base = (void *)(uintptr_t)(mr->addr +
+                                               (sge->addr - mr->iova));
+        iov[*n].iov_len  = sge->length;
+        ++*n;
+    }
+    return 0;
+}
+
+/* receive WQE SGEs of the target -> remote iovecs, skipping 'skip' bytes
+ * (UD: the GRH area); returns the capacity, or -1 on a bad key */
+static int64_t sv_recv_iov(const sv_qp_t *peer, const sv_rwqe_t *rw,
+                           size_t skip, struct iovec *iov, int *n)
+{
+    const sv_mr_t *mr;
+    int64_t cap = 0;
+    uint32_t i;
+
+    *n = 0;
+    for (i = 0; i < rw->num_sge && i < SV_MAX_RECV_SGE; ++i) {
+        const struct ibv_sge *sge = &rw->sge[i];
+        uint64_t va;
+        size_t len;
+
+        if (sge->length == 0) {
+            continue;
+        }
+        mr = sv_mr_lookup(sge->lkey, peer->owner, peer->pd, sge->addr,
+                          sge->length, IBV_ACCESS_LOCAL_WRITE);
+        if (mr == NULL) {
+            return -1;
+        }
+        va  = mr->addr + (sge->addr - mr->iova);
+        len = sge->length;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        iov[*n].iov_base = (void *)(uintptr_t)(va + skip);
+        iov[*n].iov_len  = len - skip;
+        cap += (int64_t)(len - skip);
+        skip = 0;
+        ++*n;
+    }
+    return cap;
+}
+
+static sv_qp_t *sv_qp_by_qpn(uint32_t qpn)
+{
+    sv_qp_t *q;
+
+    if (qpn < SV_QPN_BASE || qpn >= SV_QPN_BASE + SV_MAX_QP) {
+        return NULL;
+    }
+    q = &sv_g.shm->qps[qpn - SV_QPN_BASE];
+    if (!SV_LOAD(&q->in_use) || q->qpn != qpn) {
+        return NULL;
+    }
+    return q;
+}
+
+static sv_rq_t *sv_peer_rq(sv_qp_t *peer)
+{
+    sv_srq_t *srq;
+
+    if (peer->srq == 0) {
+        return &peer->rq;
+    }
+    srq = &sv_g.shm->srqs[peer->srq - 1];
+    return SV_LOAD(&srq->in_use) ? &srq->rq : NULL;
+}
+
+static uint64_t sv_ack_timeout_ns(sv_qp_priv_t *qp)
+{
+    if (qp->timeout == 0) {
+        return UINT64_MAX / 2;  /* infinite, as the spec says */
+    }
+    return (4096ull << (qp->timeout > 31 ? 31 : qp->timeout)) *
+           (uint64_t)(qp->retry_cnt + 1);
+}
+
+/* The target does not answer (QP gone, not ready or in error): a real
+ * requester retransmits until the ack timeout and retry count run out. */
+static int sv_no_response(sv_qp_priv_t *qp, const sv_swqe_t *w, int owner)
+{
+    uint64_t now = sv_now_ns();
+
+    if (owner >= 0 && !sv_proc_alive(owner)) {
+        return sv_send_fail(qp, w, IBV_WC_RETRY_EXC_ERR);
+    }
+    if (qp->timeout_at_ns == 0) {
+        qp->timeout_at_ns = now + sv_ack_timeout_ns(qp);
+    }
+    if (now >= qp->timeout_at_ns) {
+        return sv_send_fail(qp, w, IBV_WC_RETRY_EXC_ERR);
+    }
+    qp->retry_at_ns = now + 1000000; /* look again in 1 ms */
+    if (qp->retry_at_ns > qp->timeout_at_ns) {
+        qp->retry_at_ns = qp->timeout_at_ns;
+    }
+    return SV_BLOCKED;
+}
+
+static int sv_rnr(sv_qp_priv_t *qp, const sv_swqe_t *w, sv_qp_t *peer)
+{
+    if (!sv_proc_alive(peer->owner)) {
+        return sv_send_fail(qp, w, IBV_WC_RETRY_EXC_ERR);
+    }
+    if (qp->rnr_left < 0) {
+        qp->rnr_left = qp->rnr_retry;
+    }
+    if (qp->rnr_left == 0) {
+        return sv_send_fail(qp, w, IBV_WC_RNR_RETRY_EXC_ERR);
+    }
+    if (qp->rnr_retry != 7) {   /* 7 means retry forever */
+        --qp->rnr_left;
+    }
+    qp->retry_at_ns = sv_now_ns() +
+                      1000ull * sv_rnr_us[peer->min_rnr_timer & 31];
+    return SV_BLOCKED;
+}
+
+static enum ibv_wc_status sv_xfer_status(int err)
+{
+    return (err == ESRCH) ? IBV_WC_RETRY_EXC_ERR : IBV_WC_REM_ACCESS_ERR;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static int sv_exec_atomic(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
+                          pid_t pid, struct iovec *liov, int ln)
+{
+    const sv_mr_t *mr;
+    sv_lock_t *lock;
+    uint64_t va, old, val;
+    struct iovec tmp = { &old, 8 }, rv;
+    int err;
+
+    if (w->length != 8 || ln != 1 || (w->raddr & 7)) {
+        return sv_send_fail(qp, w, IBV_WC_REM_INV_REQ_ERR);
+    }
+    mr = sv_mr_lookup(w->rkey, peer->owner, peer->pd, w->raddr, 8,
+                      IBV_ACCESS_REMOTE_ATOMIC);
+    if (mr == NULL || !(peer->access & IBV_ACCESS_REMOTE_ATOMIC)) {
+        return sv_send_fail(qp, w, IBV_WC_REM_ACCESS_ERR);
+    }
+    va   = mr->addr + (w->raddr - mr->iova);
+    rv.iov_base = (void *)(uintptr_t)va;
+    rv.iov_len  = 8;
+    /* atomic with respect to every other softverbs atomic on that word */
+    lock = &sv_g.shm->atomic_locks[((va >> 3) ^ (uint64_t)pid * 2654435761u) %
+                                   SV_ATOMIC_LOCKS];
+    sv_lock(lock);
+    err = sv_xfer(pid, 0, &tmp, 1, &rv, 1, 8);
+    if (err == 0) {
+        if (w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+            val = old + w->compare_add;
+        } else {
+            val = (old == w->compare_add) ? w->swap : old;
+        }
+        if (val != old) {
+            tmp.iov_base = &val;
+            rv.iov_base  = (void *)(uintptr_t)va;
+            rv.iov_len   = 8;
+            tmp.iov_len  = 8;
+            err = sv_xfer(pid, 1, &tmp, 1, &rv, 1, 8);
+        }
+    }
+    sv_unlock(lock);
+    if (err != 0) {
+        return sv_send_fail(qp, w, sv_xfer_status(err));
+    }
+    memcpy(liov[0].iov_base, &old, 8);
+    sv_send_complete(qp, w, IBV_WC_SUCCESS);
+    return SV_DONE;
+}
+
+static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
+                      int ln)
+{
+    struct iovec riov[SV_MAX_RECV_SGE];
+    uint32_t qkey = (w->remote_qkey & 0x80000000u) ? qp->s->qkey :
+                                                     w->remote_qkey;
+    sv_qp_t *peer = sv_qp_by_qpn(w->remote_qpn);
+    struct ibv_wc wc;
+    sv_rwqe_t rw;
+    sv_rq_t *rq;
+    int rn, err;
+    int64_t cap;
+    uint32_t st;
+
+    if (w->length > SV_MTU) {
+        return sv_send_fail(qp, w, IBV_WC_LOC_LEN_ERR);
+    }
+    /* an unreliable datagram that nobody can take is dropped silently */
+    if (peer == NULL || peer->type != IBV_QPT_UD || peer->qkey != qkey) {
+        goto out;
+    }
+    st = SV_LOAD(&peer->state);
+    if (st != IBV_QPS_RTR && st != IBV_QPS_RTS) {
+        goto out;
+    }
+    rq = sv_peer_rq(peer);
+    if (rq == NULL) {
+        goto out;
+    }
+    sv_lock(&rq->lock);
+    if (rq->ring.cons == SV_LOAD(&rq->ring.prod) ||
+        !SV_LOAD(&peer->in_use)) {
+        sv_unlock(&rq->lock);
+        goto out;
+    }
+    memcpy(&rw, sv_ring_entry(&rq->ring, rq->ring.cons), sizeof(rw));
+    SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
+
+    memset(&wc, 0, sizeof(wc));
+    wc.wr_id  = rw.wr_id;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = peer->qpn;
+    wc.src_qp = qp->ibqp.qp_num;
+    wc.slid   = SV_PORT_LID(qp->ctx->dev);
+    wc.sl     = qp->sl;
+    if (w->opcode == IBV_WR_SEND_WITH_IMM) {
+        wc.imm_data  = w->imm;
+        wc.wc_flags |= IBV_WC_WITH_IMM;
+    }
+    cap = sv_recv_iov(peer, &rw, SV_GRH_LEN, riov, &rn);
+    if (cap < 0) {
+        wc.status = IBV_WC_LOC_PROT_ERR;
+    } else if ((uint64_t)cap < w->length) {
+        wc.status = IBV_WC_LOC_LEN_ERR;
+    } else {
+        err = sv_xfer(sv_proc_pid(peer->owner), 1, liov, ln, riov, rn,
+                      w->length);
+        wc.status   = err ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS;
+        wc.byte_len = (uint32_t)w->length + SV_GRH_LEN;
+    }
+    sv_cq_push(&sv_g.shm->cqs[peer->rcq], &wc,
+               !!(w->flags & IBV_SEND_SOLICITED));
+    sv_unlock(&rq->lock);
+out:
+    sv_send_complete(qp, w, IBV_WC_SUCCESS);
+    return SV_DONE;
+}
+
+/* SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: the responder side consumes a
+ * receive WQE (or the initiator sees RNR) */
+static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
+                             pid_t pid, struct iovec *liov, int ln,
+                             struct iovec *wiov, int wn)
+{
+    struct iovec riov[SV_MAX_RECV_SGE];
+    sv_rq_t *rq = sv_peer_rq(peer);
+    enum ibv_wc_status ist = IBV_WC_SUCCESS;
+    struct ibv_wc wc;
+    sv_rwqe_t rw;
+    int rn, err = 0;
+    int64_t cap;
+
+    if (rq == NULL) {
+        return sv_no_response(qp, w, peer->owner);
+    }
+    sv_lock(&rq->lock);
+    if (rq->ring.cons == SV_LOAD(&rq->ring.prod)) {
+        sv_unlock(&rq->lock);
+        return sv_rnr(qp, w, peer);
+    }
+    memcpy(&rw, sv_ring_entry(&rq->ring, rq->ring.cons), sizeof(rw));
+
+    memset(&wc, 0, sizeof(wc));
+    wc.wr_id  = rw.wr_id;
+    wc.qp_num = peer->qpn;
+    wc.src_qp = qp->ibqp.qp_num;
+    wc.slid   = SV_PORT_LID(qp->ctx->dev);
+    wc.sl     = qp->sl;
+    if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+        err = sv_xfer(pid, 1, liov, ln, wiov, wn, w->length);
+        if (err != 0) {
+            ist = sv_xfer_status(err);
+        }
+    } else {
+        wc.opcode = IBV_WC_RECV;
+        cap = sv_recv_iov(peer, &rw, 0, riov, &rn);
+        if (cap < 0) {
+            wc.status = IBV_WC_LOC_PROT_ERR;
+            ist       = IBV_WC_REM_OP_ERR;
+        } else if ((uint64_t)cap < w->length) {
+            wc.status = IBV_WC_LOC_LEN_ERR;
+            ist       = IBV_WC_REM_INV_REQ_ERR;
+        } else {
+            err = sv_xfer(pid, 1, liov, ln, riov, rn, w->length);
+            if (err != 0) {
+                wc.status = IBV_WC_LOC_PROT_ERR;
+                ist       = sv_xfer_status(err);
+            }
+        }
+    }
+    if (err == ESRCH) {
+        sv_unlock(&rq->lock);   /* the target is gone: no completion there */
+        return sv_send_fail(qp, w, ist);
+    }
+    if (w->opcode != IBV_WR_SEND) {
+        wc.imm_data  = w->imm;
+        wc.wc_flags |= IBV_WC_WITH_IMM;
+    }
+    wc.byte_len = (uint32_t)w->length;
+    SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
+    sv_cq_push(&sv_g.shm->cqs[peer->rcq], &wc,
+               !!(w->flags & IBV_SEND_SOLICITED) || wc.status);
+    sv_unlock(&rq->lock);
+    if (ist != IBV_WC_SUCCESS) {
+        return sv_send_fail(qp, w, ist);
+    }
+    sv_send_complete(qp, w, IBV_WC_SUCCESS);
+    return SV_DONE;
+}
+
+static int sv_exec_rc(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
+                      int ln)
+{
+    sv_qp_t *peer = qp->peer;
+    struct iovec wiov;
+    const sv_mr_t *mr;
+    uint32_t st, access;
+    pid_t pid;
+    int err;
+
+    if (peer == NULL || peer->id != qp->peer_id || !SV_LOAD(&peer->in_use)) {
+        peer = sv_qp_by_qpn(qp->s->dest_qpn);
+        qp->peer    = peer;
+        qp->peer_id = peer ? peer->id : 0;
+    }
+    if (peer == NULL) {
+        return sv_no_response(qp, w, -1);
+    }
+    st = SV_LOAD(&peer->state);
+    if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS) ||
+        peer->type != IBV_QPT_RC || peer->dest_qpn != qp->ibqp.qp_num) {
+        return sv_no_response(qp, w, peer->owner);
+    }
+    qp->timeout_at_ns = 0;
+    pid = sv_proc_pid(peer->owner);
+
+    switch (w->opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+        return sv_exec_recv_side(qp, w, peer, pid, liov, ln, NULL, 0);
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        return sv_exec_atomic(qp, w, peer, pid, liov, ln);
+    default:
+        break;
+    }
+
+    /* RDMA WRITE / READ: the rkey, bounds and access checks of the
+     * responder */
+    access = (w->opcode == IBV_WR_RDMA_READ) ? IBV_ACCESS_REMOTE_READ :
+                                               IBV_ACCESS_REMOTE_WRITE;
+    wiov.iov_base = NULL;
+    wiov.iov_len  = 0;
+    if (w->length > 0) {
+        mr = sv_mr_lookup(w->rkey, peer->owner, peer->pd, w->raddr,
+                          w->length, access);
+        if (mr == NULL || !(peer->access & access)) {
+            return sv_send_fail(qp, w, IBV_WC_REM_ACCESS_ERR);
+        }
+        wiov.iov_base = (void *)(uintptr_t)(mr->addr + (w->raddr - mr->iova));
+        wiov.iov_len  = w->length;
+    }
+    if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        return sv_exec_recv_side(qp, w, peer, pid, liov, ln, &wiov,
+                                 w->length > 0);
+    }
+    if (w->length == 0 && !sv_proc_alive(peer->owner)) {
+        return sv_send_fail(qp, w, IBV_WC_RETRY_EXC_ERR);
+    }
+    err = sv_xfer(pid, w->opcode != IBV_WR_RDMA_READ, liov, ln, &wiov, 1,
+                  w->length);
+    if (err != 0) {
+        return sv_send_fail(qp, w, sv_xfer_status(err));
+    }
+    sv_send_complete(qp, w, IBV_WC_SUCCESS);
+    return SV_DONE;
+}
+
+static int sv_exec(sv_qp_priv_t *qp, sv_swqe_t *w)
+{
+    struct iovec liov[SV_MAX_SGE];
+    uint32_t access = 0;
+    int ln;
+
+    if (w->opcode == IBV_WR_RDMA_READ ||
+        w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+        w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        access = IBV_ACCESS_LOCAL_WRITE;
+    }
+    if (sv_local_iov(qp, w, access, liov, &ln) != 0) {
+        return sv_send_fail(qp, w, IBV_WC_LOC_PROT_ERR);
+    }
+    if (qp->ibqp.qp_type == IBV_QPT_UD) {
+        return sv_exec_ud(qp, w, liov, ln);
+    }
+    if (w->length > SV_MAX_MSG) {
+        return sv_send_fail(qp, w, IBV_WC_LOC_LEN_ERR);
+    }
+    return sv_exec_rc(qp, w, liov, ln);
+}
+
+/* ---------------------------------------------------------------------- */
+
+static int sv_for_engine(const sv_swqe_t *w)
+{
+    switch (sv_g.cfg.mover) {
+    case SV_MOVER_INLINE: return 0;
+    case SV_MOVER_ENGINE: return 1;
+    default:              return w->length > sv_g.cfg.engine_thresh;
+    }
+}
+
+void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
+{
+    uint32_t head, tail;
+    uint64_t now = 0;
+    sv_swqe_t *w;
+    int ret;
+
+    if (__atomic_exchange_n(&qp->busy, 1, __ATOMIC_ACQUIRE)) {
+        if (who == SV_EXEC_POSTER) {
+            sv_engine_kick();   /* the holder may have just stopped */
+        }
+        return;
+    }
+    head = qp->sq_head;
+    tail = SV_LOAD(&qp->sq_tail);
+    while (head != tail) {
+        w = &qp->sq[head & (qp->sq_size - 1)];
+        if (SV_LOAD(&qp->s->state) == IBV_QPS_ERR) {
+            sv_send_complete(qp, w, IBV_WC_WR_FLUSH_ERR);
+        } else {
+            if (who == SV_EXEC_POSTER && sv_for_engine(w)) {
+                break;
+            }
+            if (w->deliver_ns != 0 || qp->retry_at_ns != 0) {
+                now = sv_now_ns();
+                if (w->deliver_ns > now || qp->retry_at_ns > now) {
+                    if (wake_ns != NULL) {
+                        uint64_t t = w->deliver_ns > qp->retry_at_ns ?
+                                     w->deliver_ns : qp->retry_at_ns;
+                        *wake_ns = t < *wake_ns ? t : *wake_ns;
+                    }
+                    break;
+                }
+            }
+            qp->retry_at_ns = 0;
+            ret = sv_exec(qp, w);
+            if (ret == SV_BLOCKED) {
+                if (wake_ns != NULL && qp->retry_at_ns < *wake_ns) {
+                    *wake_ns = qp->retry_at_ns;
+                }
+                break;
+            }
+            qp->rnr_left = -1;
+        }
+        SV_STORE(&qp->sq_head, ++head);
+        if (head == tail) {
+            tail = SV_LOAD(&qp->sq_tail);
+        }
+    }
+    SV_STORE(&qp->busy, 0);
+    if (who == SV_EXEC_POSTER && head != SV_LOAD(&qp->sq_tail)) {
+        sv_engine_kick();
+    }
+}
+
+uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes)
+{
+    uint64_t now = sv_now_ns();
+    uint64_t ser = (uint64_t)((double)bytes * 8.0 / sv_g.cfg.link_gbps);
+    uint64_t cur = SV_LOAD(&ctx->link_free_ns), start, end;
+
+    do {
+        start = cur > now ? cur : now;
+        end   = start + ser;
+    } while (!__atomic_compare_exchange_n(&ctx->link_free_ns, &cur, end, 0,
+                                          __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE));
+    return end + (uint64_t)(sv_g.cfg.link_lat_us * 1000.0) + 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* the engine thread: one per process, sleeps on a futex when idle */
+
+static void sv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+{
+    struct timespec ts, *tsp = NULL;
+
+    if (timeout_ns != UINT64_MAX) {
+        ts.tv_sec  = timeout_ns / 1000000000ull;
+        ts.tv_nsec = timeout_ns % 1000000000ull;
+        tsp = &ts;
+    }
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, tsp, NULL, 0);
+}
+
+static void *sv_engine_main(void *arg)
+{
+    uint64_t wake, now, spin_until;
+    uint32_t seq, before;
+    sv_qp_priv_t *qp;
+    int progressed;
+
+    (void)arg;
+    for (;;) {
+        seq        = SV_LOAD(&sv_eng.seq);
+        wake       = UINT64_MAX;
+        progressed = 0;
+        pthread_mutex_lock(&sv_eng.lock);
+        for (qp = sv_eng.qps; qp != NULL; qp = qp->eng_next) {
+            if (qp->sq_head != SV_LOAD(&qp->sq_tail)) {
+                before = qp->sq_head;
+                sv_qp_progress(qp, SV_EXEC_ENGINE, &wake);
+                progressed |= (qp->sq_head != before);
+            }
+        }
+        pthread_mutex_unlock(&sv_eng.lock);
+        if (progressed) {
+            continue;
+        }
+
+        /* idle: poll for new work a little, then sleep until kicked or
+         * until the nearest timer (RNR, retry, link model) */
+        now        = sv_now_ns();
+        spin_until = now + (uint64_t)sv_g.cfg.engine_spin_us * 1000;
+        if (wake < spin_until + 20000) {
+            spin_until = wake;
+        }
+        while (SV_LOAD(&sv_eng.seq) == seq && sv_now_ns() < spin_until) {
+            __builtin_ia32_pause();
+        }
+        if (SV_LOAD(&sv_eng.seq) != seq || wake <= sv_now_ns()) {
+            continue;
+        }
+        __atomic_store_n(&sv_eng.sleeping, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&sv_eng.seq, __ATOMIC_SEQ_CST) == seq) {
+            now = sv_now_ns();
+            sv_futex_wait(&sv_eng.seq, seq,
+                          wake == UINT64_MAX ? UINT64_MAX :
+                          (wake > now ? wake - now : 0));
+        }
+        __atomic_store_n(&sv_eng.sleeping, 0, __ATOMIC_SEQ_CST);
+    }
+    return NULL;
+}
+
+static void sv_engine_start(void)
+{
+    pthread_attr_t attr;
+    sigset_t all, old;
+    pthread_t th;
+
+    pthread_mutex_lock(&sv_eng.lock);
+    if (!sv_eng.running) {
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        /* the engine takes no signals meant for the application */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        if (pthread_create(&th, &attr, sv_engine_main, NULL) == 0) {
+            sv_eng.running = 1;
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_mutex_unlock(&sv_eng.lock);
+}
+
+void sv_engine_kick(void)
+{
+    if (!SV_LOAD(&sv_eng.running)) {
+        sv_engine_start();
+    }
+    __atomic_add_fetch(&sv_eng.seq, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&sv_eng.sleeping, __ATOMIC_SEQ_CST)) {
+        syscall(SYS_futex, &sv_eng.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+}
+
+void sv_engine_add(sv_qp_priv_t *qp)
+{
+    pthread_mutex_lock(&sv_eng.lock);
+    qp->eng_next = sv_eng.qps;
+    sv_eng.qps   = qp;
+    pthread_mutex_unlock(&sv_eng.lock);
+}
+
+void sv_engine_remove(sv_qp_priv_t *qp)
+{
+    sv_qp_priv_t **pp;
+
+    /* the engine holds the list lock for a whole pass, so once we have it
+     * the engine is not inside this QP; wait out a posting thread too */
+    pthread_mutex_lock(&sv_eng.lock);
+    for (pp = &sv_eng.qps; *pp != NULL; pp = &(*pp)->eng_next) {
+        if (*pp == qp) {
+            *pp = qp->eng_next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sv_eng.lock);
+    while (__atomic_exchange_n(&qp->busy, 1, __ATOMIC_ACQUIRE)) {
+        sched_yield();
+    }
+}
+
+void sv_engine_atfork_child(void)
+{
+    pthread_mutex_init(&sv_eng.lock, NULL);
+    sv_eng.qps      = NULL;
+    sv_eng.running  = 0;
+    sv_eng.sleeping = 0;
+}

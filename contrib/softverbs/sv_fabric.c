@@ -1,0 +1,546 @@
+/*
+ * softverbs fabric: the per-uid shared segment, process slots and their
+ * liveness, shared locks, the ring heap and configuration.
+ */
+#define _GNU_SOURCE
+#include "sv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+sv_global_t sv_g = {
+    .slot = -1,
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+/* read by peers (process_vm_readv) to tell a live slot owner from a dead or
+ * reused pid */
+static volatile uint64_t sv_liveness_cookie;
+
+uint64_t sv_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+void sv_delay_ns(uint64_t ns)
+{
+    uint64_t end = sv_now_ns() + ns;
+    struct timespec ts;
+
+    /* sleep most of a long delay, spin the rest for precision */
+    if (ns > 200000) {
+        ns -= 100000;
+        ts.tv_sec  = ns / 1000000000ull;
+        ts.tv_nsec = ns % 1000000000ull;
+        nanosleep(&ts, NULL);
+    }
+    while (sv_now_ns() < end) {
+        __builtin_ia32_pause();
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+
+static uint64_t sv_parse_size(const char *s, uint64_t dflt)
+{
+    char *end;
+    double v;
+
+    if (s == NULL || *s == '\0') {
+        return dflt;
+    }
+    if (!strcasecmp(s, "unlimited") || !strcasecmp(s, "inf")) {
+        return UINT64_MAX;
+    }
+    v = strtod(s, &end);
+    switch (*end) {
+    case 'k': case 'K': v *= 1024.0; break;
+    case 'm': case 'M': v *= 1024.0 * 1024; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (uint64_t)v;
+}
+
+static double sv_env_double(const char *name, double dflt)
+{
+    const char *s = getenv(name);
+
+    return (s && *s) ? strtod(s, NULL) : dflt;
+}
+
+void sv_config_load(sv_config_t *cfg)
+{
+    const char *s;
+    struct rlimit rl;
+
+    cfg->ndevs = (int)sv_env_double("SOFTVERBS_NDEVS", 1);
+    if (cfg->ndevs < 1) {
+        cfg->ndevs = 1;
+    } else if (cfg->ndevs > SV_MAX_DEVS) {
+        cfg->ndevs = SV_MAX_DEVS;
+    }
+
+    s = getenv("SOFTVERBS_MOVER");
+    cfg->mover = SV_MOVER_AUTO;
+    if (s && !strcmp(s, "inline")) {
+        cfg->mover = SV_MOVER_INLINE;
+    } else if (s && !strcmp(s, "engine")) {
+        cfg->mover = SV_MOVER_ENGINE;
+    }
+    cfg->engine_thresh  = sv_parse_size(getenv("SOFTVERBS_ENGINE_THRESH"),
+                                        64 * 1024);
+    cfg->engine_spin_us = (unsigned)sv_env_double("SOFTVERBS_ENGINE_SPIN_US",
+                                                  50);
+
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        cfg->memlock_limit = UINT64_MAX;
+    } else {
+        cfg->memlock_limit = rl.rlim_cur;
+    }
+    cfg->memlock_limit = sv_parse_size(getenv("SOFTVERBS_MEMLOCK_LIMIT"),
+                                       cfg->memlock_limit);
+
+    cfg->reg_cost_us = (unsigned)sv_env_double("SOFTVERBS_REG_COST_US", 0);
+    cfg->link_gbps   = sv_env_double("SOFTVERBS_LINK_GBPS", 0);
+    cfg->link_lat_us = sv_env_double("SOFTVERBS_LINK_LAT_US", 0);
+    cfg->create_dev_node = (int)sv_env_double("SOFTVERBS_DEV_NODE", 1);
+
+    s = getenv("SOFTVERBS_SHM_NAME");
+    if (s && *s) {
+        snprintf(cfg->shm_name, sizeof(cfg->shm_name), "%s", s);
+    } else {
+        snprintf(cfg->shm_name, sizeof(cfg->shm_name), "softverbs-%u",
+                 (unsigned)getuid());
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+
+void sv_shm_lock(void)
+{
+    if (pthread_mutex_lock(&sv_g.shm->lock) == EOWNERDEAD) {
+        pthread_mutex_consistent(&sv_g.shm->lock);
+    }
+}
+
+void sv_shm_unlock(void)
+{
+    pthread_mutex_unlock(&sv_g.shm->lock);
+}
+
+int sv_pid_alive(pid_t pid)
+{
+    char path[64], buf[256], *p;
+    ssize_t n;
+    int fd;
+
+    if (pid <= 0) {
+        return 0;
+    }
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+        return 0;
+    }
+    /* a zombie still answers kill(); it no longer has an address space */
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        return errno != ENOENT;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
+}
+
+void sv_lock(sv_lock_t *lock)
+{
+    uint32_t me = (uint32_t)sv_g.pid, expected;
+    unsigned spins = 0;
+
+    for (;;) {
+        expected = 0;
+        if (__atomic_compare_exchange_n(&lock->owner, &expected, me, 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            return;
+        }
+        __builtin_ia32_pause();
+        if ((++spins & 0xff) == 0) {
+            sched_yield();   /* 2 cores: let the holder run */
+        }
+        if ((spins & 0xffff) == 0 && expected != me &&
+            !sv_pid_alive((pid_t)expected)) {
+            __atomic_compare_exchange_n(&lock->owner, &expected, me, 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+            if (SV_LOAD(&lock->owner) == me) {
+                return;
+            }
+        }
+    }
+}
+
+void sv_unlock(sv_lock_t *lock)
+{
+    __atomic_store_n(&lock->owner, 0, __ATOMIC_RELEASE);
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* heap blocks: a 64-byte header, sizes rounded to powers of two >= 4 KiB */
+typedef struct {
+    uint32_t cls;
+    uint32_t owner;
+    uint64_t next;
+    uint8_t  pad[48];
+} sv_heap_hdr_t;
+
+static uint64_t sv_heap_start(void)
+{
+    return (sizeof(sv_shm_t) + 0xfffff) & ~0xfffffULL;
+}
+
+uint64_t sv_heap_alloc(size_t size, int owner)
+{
+    size_t total = size + sizeof(sv_heap_hdr_t);
+    unsigned cls = 12;
+    sv_heap_hdr_t *h;
+    uint64_t off;
+
+    while (((size_t)1 << cls) < total) {
+        ++cls;
+    }
+    if (cls >= SV_NCLASS) {
+        return 0;
+    }
+    off = sv_g.shm->free_list[cls];
+    if (off != 0) {
+        h = sv_ptr(off);
+        sv_g.shm->free_list[cls] = h->next;
+        /* give the pages back; they read as zero on next touch */
+        madvise(h, (size_t)1 << cls, MADV_REMOVE);
+    } else {
+        off = sv_g.shm->heap_brk;
+        if (off + ((uint64_t)1 << cls) > sv_heap_start() + SV_HEAP_SIZE) {
+            return 0;
+        }
+        sv_g.shm->heap_brk = off + ((uint64_t)1 << cls);
+        h = sv_ptr(off);
+    }
+    h->cls   = cls;
+    h->owner = (uint32_t)owner;
+    h->next  = 0;
+    return off + sizeof(sv_heap_hdr_t);
+}
+
+void sv_heap_free(uint64_t off)
+{
+    sv_heap_hdr_t *h;
+
+    if (off == 0) {
+        return;
+    }
+    h = sv_ptr(off - sizeof(sv_heap_hdr_t));
+    h->next = sv_g.shm->free_list[h->cls];
+    sv_g.shm->free_list[h->cls] = off - sizeof(sv_heap_hdr_t);
+}
+
+int sv_ring_init(sv_ring_t *ring, uint32_t min_entries, uint32_t stride,
+                 int owner)
+{
+    uint32_t size = 1;
+
+    while (size < min_entries) {
+        size <<= 1;
+    }
+    sv_shm_lock();
+    ring->off = sv_heap_alloc((size_t)size * stride, owner);
+    sv_shm_unlock();
+    if (ring->off == 0) {
+        return ENOMEM;
+    }
+    ring->size   = size;
+    ring->stride = stride;
+    ring->prod   = 0;
+    ring->cons   = 0;
+    return 0;
+}
+
+void sv_ring_fini(sv_ring_t *ring)
+{
+    sv_shm_lock();
+    sv_heap_free(ring->off);
+    sv_shm_unlock();
+    ring->off = 0;
+}
+
+uint64_t sv_new_id(void)
+{
+    return __atomic_add_fetch(&sv_g.shm->next_id, 1, __ATOMIC_RELAXED);
+}
+
+/* ---------------------------------------------------------------------- */
+
+pid_t sv_proc_pid(int slot)
+{
+    return (pid_t)SV_LOAD(&sv_g.shm->procs[slot].pid);
+}
+
+int sv_proc_alive(int slot)
+{
+    sv_proc_t *p = &sv_g.shm->procs[slot];
+    uint64_t cookie = 0;
+    struct iovec l = { &cookie, sizeof(cookie) };
+    struct iovec r = { (void *)(uintptr_t)p->cookie_addr, sizeof(cookie) };
+    pid_t pid = sv_proc_pid(slot);
+
+    if (pid == 0) {
+        return 0;
+    }
+    if (pid == sv_g.pid) {
+        return 1;
+    }
+    if (process_vm_readv(pid, &l, 1, &r, 1, 0) != sizeof(cookie)) {
+        return errno == EPERM; /* cannot tell: assume alive */
+    }
+    return cookie == p->cookie;
+}
+
+/* free what a dead process left in the tables; caller holds the shm lock */
+static void sv_reclaim_slot(int slot)
+{
+    sv_shm_t *shm = sv_g.shm;
+    unsigned i;
+
+    for (i = 0; i < SV_MAX_MR; ++i) {
+        if (shm->mrs[i].key != 0 && shm->mrs[i].owner == slot) {
+            shm->mrs[i].key = 0;
+        }
+    }
+    for (i = 0; i < SV_MAX_QP; ++i) {
+        if (shm->qps[i].in_use && shm->qps[i].owner == slot) {
+            shm->qps[i].state  = IBV_QPS_ERR;
+            shm->qps[i].in_use = 0;
+            sv_heap_free(shm->qps[i].rq.ring.off);
+        }
+    }
+    for (i = 0; i < SV_MAX_CQ; ++i) {
+        if (shm->cqs[i].in_use && shm->cqs[i].owner == slot) {
+            shm->cqs[i].in_use = 0;
+            sv_heap_free(shm->cqs[i].ring.off);
+        }
+    }
+    for (i = 0; i < SV_MAX_SRQ; ++i) {
+        if (shm->srqs[i].in_use && shm->srqs[i].owner == slot) {
+            shm->srqs[i].in_use = 0;
+            sv_heap_free(shm->srqs[i].rq.ring.off);
+        }
+    }
+    shm->procs[slot].pid = 0;
+}
+
+static int sv_register_proc(void);
+
+/* map the segment and register this process, under the file lock so that a
+ * process starting at the same time cannot take the fabric for unused */
+static int sv_shm_map(void)
+{
+    char path[160];
+    pthread_mutexattr_t ma;
+    struct stat st;
+    size_t size = sv_heap_start() + SV_HEAP_SIZE;
+    sv_shm_t *shm;
+    int fd, i, live = 0;
+
+    snprintf(path, sizeof(path), "/dev/shm/%s", sv_g.cfg.shm_name);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return errno;
+    }
+    flock(fd, LOCK_EX);
+    if (fstat(fd, &st) != 0 ||
+        ((size_t)st.st_size != size && ftruncate(fd, size) != 0)) {
+        i = errno;
+        close(fd);
+        return i;
+    }
+    shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (shm == MAP_FAILED) {
+        i = errno;
+        close(fd);
+        return i;
+    }
+    sv_g.shm = shm;
+
+    if (shm->magic == SV_SHM_MAGIC && shm->version == SV_SHM_VERSION) {
+        for (i = 0; i < SV_MAX_PROCS; ++i) {
+            if (shm->procs[i].pid && sv_proc_alive(i)) {
+                ++live;
+            }
+        }
+    }
+    if (live == 0) {
+        /* nobody uses the fabric: start it afresh (also after a crash or a
+         * layout change) */
+        ftruncate(fd, 0);
+        ftruncate(fd, size);
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+        pthread_mutex_init(&shm->lock, &ma);
+        pthread_mutexattr_destroy(&ma);
+        shm->heap_brk = sv_heap_start();
+        shm->next_mr  = 1;
+        shm->version  = SV_SHM_VERSION;
+        __atomic_store_n(&shm->magic, SV_SHM_MAGIC, __ATOMIC_RELEASE);
+    }
+    i = sv_register_proc();
+    flock(fd, LOCK_UN);
+    close(fd);
+    return i;
+}
+
+static int sv_register_proc(void)
+{
+    sv_shm_t *shm = sv_g.shm;
+    int i, slot = -1;
+
+    sv_g.pid    = getpid();
+    sv_g.cookie = ((uint64_t)sv_g.pid << 32) ^ sv_now_ns() ^
+                  ((uint64_t)(uintptr_t)&slot << 7);
+    sv_liveness_cookie = sv_g.cookie;
+
+    sv_shm_lock();
+    for (i = 0; i < SV_MAX_PROCS; ++i) {
+        if (shm->procs[i].pid != 0 && !sv_proc_alive(i)) {
+            sv_reclaim_slot(i);
+        }
+        if (shm->procs[i].pid == 0 && slot < 0) {
+            slot = i;
+        }
+    }
+    if (slot >= 0) {
+        shm->procs[slot].cookie      = sv_g.cookie;
+        shm->procs[slot].cookie_addr = (uintptr_t)&sv_liveness_cookie;
+        shm->procs[slot].gen++;
+        SV_STORE(&shm->procs[slot].pid, (uint32_t)sv_g.pid);
+    }
+    sv_shm_unlock();
+    if (slot < 0) {
+        return EAGAIN;
+    }
+    sv_g.slot = slot;
+    return 0;
+}
+
+static void sv_atfork_child(void)
+{
+    /* the child is a new process on the fabric; verbs objects of the parent
+     * are not usable in it (as with real verbs without fork support) */
+    pthread_mutex_init(&sv_g.lock, NULL);
+    sv_g.slot   = -1;
+    sv_g.pid    = getpid();
+    sv_g.pinned = 0;
+    sv_engine_atfork_child();
+}
+
+int sv_init(void)
+{
+    static int atfork_done;
+    int ret = 0;
+
+    if (SV_LOAD(&sv_g.slot) >= 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&sv_g.lock);
+    if (sv_g.slot >= 0) {
+        goto out;
+    }
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, sv_atfork_child);
+        atfork_done = 1;
+    }
+    sv_g.pid = getpid();
+    if (sv_g.shm == NULL) {
+        sv_config_load(&sv_g.cfg);
+        ret = sv_shm_map();
+    } else {
+        ret = sv_register_proc();
+    }
+out:
+    pthread_mutex_unlock(&sv_g.lock);
+    return ret;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* A local duplicate of another process's eventfd, to signal its completion
+ * channel (pidfd_getfd needs the same ptrace access as process_vm_*). */
+#define SV_FD_CACHE 64
+
+static struct {
+    pid_t    pid;
+    int      rfd;
+    uint64_t id;
+    int      lfd;
+} sv_fd_cache[SV_FD_CACHE];
+static pthread_mutex_t sv_fd_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned sv_fd_cache_next;
+
+int sv_remote_fd(int slot, int fd, uint64_t id)
+{
+    pid_t pid = sv_proc_pid(slot);
+    int i, pidfd, lfd = -1;
+
+    if (pid == sv_g.pid) {
+        return fd;
+    }
+    pthread_mutex_lock(&sv_fd_cache_lock);
+    for (i = 0; i < SV_FD_CACHE; ++i) {
+        if (sv_fd_cache[i].pid == pid && sv_fd_cache[i].rfd == fd &&
+            sv_fd_cache[i].id == id && sv_fd_cache[i].lfd > 0) {
+            lfd = sv_fd_cache[i].lfd;
+            goto out;
+        }
+    }
+    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        goto out;
+    }
+    lfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+    close(pidfd);
+    if (lfd < 0) {
+        goto out;
+    }
+    fcntl(lfd, F_SETFD, FD_CLOEXEC);
+    i = sv_fd_cache_next++ % SV_FD_CACHE;
+    if (sv_fd_cache[i].lfd > 0) {
+        close(sv_fd_cache[i].lfd);
+    }
+    sv_fd_cache[i].pid = pid;
+    sv_fd_cache[i].rfd = fd;
+    sv_fd_cache[i].id  = id;
+    sv_fd_cache[i].lfd = lfd;
+out:
+    pthread_mutex_unlock(&sv_fd_cache_lock);
+    return lfd;
+}

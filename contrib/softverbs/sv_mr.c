@@ -1,0 +1,221 @@
+/*
+ * softverbs memory registration: the key table, pinning with mlock and its
+ * accounting against the memlock limit, and the registration cost model.
+ *
+ * As root (CAP_IPC_LOCK) the kernel does not enforce RLIMIT_MEMLOCK, and a
+ * real HCA driver does not either; softverbs still counts pinned bytes per
+ * process and fails ibv_reg_mr with ENOMEM past the limit
+ * (SOFTVERBS_MEMLOCK_LIMIT, else RLIMIT_MEMLOCK), like an unprivileged user
+ * of a real HCA sees it.
+ */
+#define _GNU_SOURCE
+#include "sv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static sv_mr_priv_t *sv_mr_list;   /* this process's MRs, under sv_g.lock */
+
+static uintptr_t sv_page_size(void)
+{
+    static uintptr_t ps;
+
+    if (ps == 0) {
+        ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    }
+    return ps;
+}
+
+const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,
+                            uint64_t addr, uint64_t len, uint32_t access)
+{
+    uint32_t idx = key >> 8;
+    const sv_mr_t *mr;
+
+    if (idx == 0 || idx >= SV_MAX_MR) {
+        return NULL;
+    }
+    mr = &sv_g.shm->mrs[idx];
+    if (SV_LOAD(&mr->key) != key || mr->owner != owner || mr->pd != pd ||
+        (mr->access & access) != access) {
+        return NULL;
+    }
+    if (addr < mr->iova || len > mr->length ||
+        addr - mr->iova > mr->length - len) {
+        return NULL;
+    }
+    return mr;
+}
+
+/* munlock [start,end) except where another registration of ours still
+ * needs the pages (mlock does not nest); caller holds sv_g.lock */
+static void sv_unpin(uintptr_t start, uintptr_t end)
+{
+    uintptr_t ps = sv_page_size(), p;
+    sv_mr_priv_t *m;
+
+    for (p = start; p < end; p += ps) {
+        for (m = sv_mr_list; m != NULL; m = m->next) {
+            if (p >= m->pin_start && p < m->pin_end) {
+                break;
+            }
+        }
+        if (m == NULL) {
+            uintptr_t q = p + ps;
+
+            /* extend over the following unshared pages: one syscall */
+            while (q < end) {
+                for (m = sv_mr_list; m != NULL; m = m->next) {
+                    if (q >= m->pin_start && q < m->pin_end) {
+                        break;
+                    }
+                }
+                if (m != NULL) {
+                    break;
+                }
+                q += ps;
+            }
+            munlock((void *)p, q - p);
+            p = q - ps;
+        }
+    }
+}
+
+SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+                                          size_t length, uint64_t iova,
+                                          unsigned int access)
+{
+    uintptr_t ps = sv_page_size();
+    uintptr_t start = (uintptr_t)addr & ~(ps - 1);
+    uintptr_t end = ((uintptr_t)addr + length + ps - 1) & ~(ps - 1);
+    sv_pd_t *spd = (sv_pd_t *)pd;
+    sv_mr_priv_t *m;
+    sv_shm_t *shm = sv_g.shm;
+    uint32_t idx, i;
+    sv_mr_t *e;
+
+    if (((access & IBV_ACCESS_REMOTE_WRITE) ||
+         (access & IBV_ACCESS_REMOTE_ATOMIC)) &&
+        !(access & IBV_ACCESS_LOCAL_WRITE)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+
+    pthread_mutex_lock(&sv_g.lock);
+    if (length > 0) {
+        if (sv_g.pinned + (end - start) > sv_g.cfg.memlock_limit) {
+            pthread_mutex_unlock(&sv_g.lock);
+            free(m);
+            errno = ENOMEM;
+            return NULL;
+        }
+        /* the cost of pinning: faulting in and locking every page */
+        if (mlock((void *)start, end - start) != 0) {
+            int err = errno;
+
+            pthread_mutex_unlock(&sv_g.lock);
+            free(m);
+            errno = (err == EAGAIN) ? ENOMEM : err;
+            return NULL;
+        }
+        sv_g.pinned += end - start;
+    }
+    m->pin_start = start;
+    m->pin_end   = (length > 0) ? end : start;
+    m->next      = sv_mr_list;
+    sv_mr_list   = m;
+    pthread_mutex_unlock(&sv_g.lock);
+
+    /* a free key table slot (next-fit, so keys are not reused soon) */
+    sv_shm_lock();
+    for (i = 0, idx = 0; i < SV_MAX_MR; ++i) {
+        uint32_t c = (shm->next_mr + i) % SV_MAX_MR;
+
+        if (c != 0 && shm->mrs[c].key == 0) {
+            idx = c;
+            break;
+        }
+    }
+    if (idx != 0) {
+        e = &shm->mrs[idx];
+        shm->next_mr = idx + 1;
+        e->owner  = (uint16_t)sv_g.slot;
+        e->dev    = (uint16_t)ibv_get_device_index(pd->context->device);
+        e->pd     = spd->id;
+        e->access = access;
+        e->addr   = (uintptr_t)addr;
+        e->iova   = iova;
+        e->length = length;
+        /* key: index and an 8-bit generation; never 0 */
+        SV_STORE(&e->key, (idx << 8) | ((uint32_t)(sv_new_id() & 0xff) ?: 1));
+    }
+    sv_shm_unlock();
+    if (idx == 0) {
+        ibv_dereg_mr(&m->ibmr);
+        errno = ENOMEM;
+        return NULL;
+    }
+
+    if (sv_g.cfg.reg_cost_us) {
+        sv_delay_ns((uint64_t)sv_g.cfg.reg_cost_us * 1000);
+    }
+
+    m->idx          = idx;
+    m->ibmr.context = pd->context;
+    m->ibmr.pd      = pd;
+    m->ibmr.addr    = addr;
+    m->ibmr.length  = length;
+    m->ibmr.handle  = idx;
+    m->ibmr.lkey    = shm->mrs[idx].key;
+    m->ibmr.rkey    = shm->mrs[idx].key;
+    return &m->ibmr;
+}
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+SV_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
+                                    size_t length, int access)
+{
+    return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr,
+                            (unsigned)access);
+}
+
+SV_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+                                         size_t length, uint64_t iova,
+                                         int access)
+{
+    return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned)access);
+}
+
+SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
+{
+    sv_mr_priv_t *m = (sv_mr_priv_t *)mr, **pp;
+
+    if (m->idx != 0) {
+        sv_shm_lock();
+        SV_STORE(&sv_g.shm->mrs[m->idx].key, 0);
+        sv_shm_unlock();
+    }
+    pthread_mutex_lock(&sv_g.lock);
+    for (pp = &sv_mr_list; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == m) {
+            *pp = m->next;
+            break;
+        }
+    }
+    if (m->pin_end > m->pin_start) {
+        sv_g.pinned -= m->pin_end - m->pin_start;
+        sv_unpin(m->pin_start, m->pin_end);
+    }
+    pthread_mutex_unlock(&sv_g.lock);
+    free(m);
+    return 0;
+}

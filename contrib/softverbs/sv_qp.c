@@ -1,0 +1,617 @@
+/*
+ * softverbs queue pairs and shared receive queues: creation, the state
+ * machine, posting, and flushing on error.
+ */
+#define _GNU_SOURCE
+#include "sv.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------- */
+/* receive queues (RQ of a QP, or an SRQ): owner-side posting */
+
+static int sv_rq_post(sv_rq_t *rq, pthread_spinlock_t *lock,
+                      struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+    sv_ring_t *ring = &rq->ring;
+    sv_rwqe_t *w;
+    int i, ret = 0;
+
+    pthread_spin_lock(lock);
+    for (; wr != NULL; wr = wr->next) {
+        if ((uint32_t)wr->num_sge > rq->max_sge || wr->num_sge < 0) {
+            ret = EINVAL;
+            break;
+        }
+        if (ring->prod - SV_LOAD(&ring->cons) >= ring->size) {
+            ret = ENOMEM;
+            break;
+        }
+        w = sv_ring_entry(ring, ring->prod);
+        w->wr_id   = wr->wr_id;
+        w->num_sge = (uint32_t)wr->num_sge;
+        for (i = 0; i < wr->num_sge; ++i) {
+            w->sge[i] = wr->sg_list[i];
+        }
+        SV_STORE(&ring->prod, ring->prod + 1);
+    }
+    pthread_spin_unlock(lock);
+    if (ret != 0) {
+        *bad = wr;
+    }
+    return ret;
+}
+
+/* Complete every posted receive of the QP with WR_FLUSH_ERR (owner only). */
+void sv_rq_flush(sv_qp_priv_t *qp)
+{
+    sv_rq_t *rq = &qp->s->rq;
+    struct ibv_wc wc;
+    sv_rwqe_t *w;
+
+    if (qp->srq != NULL) {
+        return;   /* SRQ receives belong to the SRQ, not to this QP */
+    }
+    memset(&wc, 0, sizeof(wc));
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = qp->ibqp.qp_num;
+    sv_lock(&rq->lock);
+    while (rq->ring.cons != SV_LOAD(&rq->ring.prod)) {
+        w = sv_ring_entry(&rq->ring, rq->ring.cons);
+        wc.wr_id = w->wr_id;
+        sv_cq_push(qp->rcq->s, &wc, 0);
+        SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
+    }
+    sv_unlock(&rq->lock);
+}
+
+int sv_op_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+                    struct ibv_recv_wr **bad)
+{
+    sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp;
+    int ret;
+
+    if (qp->srq != NULL) {
+        *bad = wr;
+        return EINVAL;
+    }
+    ret = sv_rq_post(&qp->s->rq, &qp->rpost_lock, wr, bad);
+    if (SV_LOAD(&qp->s->state) == IBV_QPS_ERR) {
+        sv_rq_flush(qp);
+    }
+    return ret;
+}
+
+int sv_op_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+                        struct ibv_recv_wr **bad)
+{
+    sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq;
+
+    return sv_rq_post(&srq->s->rq, &srq->post_lock, wr, bad);
+}
+
+SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
+                                         struct ibv_srq_init_attr *attr)
+{
+    sv_shm_t *shm = sv_g.shm;
+    sv_srq_priv_t *srq;
+    uint32_t i, idx = 0;
+    sv_srq_t *s;
+    int ret;
+
+    if (attr->attr.max_wr == 0 || attr->attr.max_wr > SV_MAX_WR ||
+        attr->attr.max_sge > SV_MAX_RECV_SGE) {
+        errno = EINVAL;
+        return NULL;
+    }
+    srq = calloc(1, sizeof(*srq));
+    if (srq == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    sv_shm_lock();
+    for (i = 0; i < SV_MAX_SRQ; ++i) {
+        uint32_t c = (shm->next_srq + i) % SV_MAX_SRQ;
+
+        if (!shm->srqs[c].in_use) {
+            idx = c;
+            shm->srqs[c].in_use = 1;
+            shm->next_srq = c + 1;
+            break;
+        }
+    }
+    sv_shm_unlock();
+    if (i == SV_MAX_SRQ) {
+        free(srq);
+        errno = ENOMEM;
+        return NULL;
+    }
+    s = &shm->srqs[idx];
+    s->owner         = (uint16_t)sv_g.slot;
+    s->pd            = ((sv_pd_t *)pd)->id;
+    s->id            = sv_new_id();
+    s->rq.lock.owner = 0;
+    s->rq.max_sge    = attr->attr.max_sge ? attr->attr.max_sge : 1;
+    s->rq.limit      = attr->attr.srq_limit;
+    ret = sv_ring_init(&s->rq.ring, attr->attr.max_wr, sizeof(sv_rwqe_t),
+                       sv_g.slot);
+    if (ret != 0) {
+        SV_STORE(&s->in_use, 0);
+        free(srq);
+        errno = ret;
+        return NULL;
+    }
+    attr->attr.max_wr  = s->rq.ring.size;
+    attr->attr.max_sge = s->rq.max_sge;
+
+    srq->idx = idx;
+    srq->s   = s;
+    pthread_spin_init(&srq->post_lock, PTHREAD_PROCESS_PRIVATE);
+    srq->ibsrq.context     = pd->context;
+    srq->ibsrq.srq_context = attr->srq_context;
+    srq->ibsrq.pd          = pd;
+    srq->ibsrq.handle      = idx;
+    pthread_mutex_init(&srq->ibsrq.mutex, NULL);
+    pthread_cond_init(&srq->ibsrq.cond, NULL);
+    return &srq->ibsrq;
+}
+
+SV_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr,
+                             int mask)
+{
+    sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq;
+
+    if (mask & IBV_SRQ_MAX_WR) {
+        return EINVAL;   /* resizing is not supported */
+    }
+    if (mask & IBV_SRQ_LIMIT) {
+        SV_STORE(&srq->s->rq.limit, attr->srq_limit);
+    }
+    return 0;
+}
+
+SV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+    sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq;
+
+    attr->max_wr    = srq->s->rq.ring.size;
+    attr->max_sge   = srq->s->rq.max_sge;
+    attr->srq_limit = srq->s->rq.limit;
+    return 0;
+}
+
+SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
+{
+    sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq;
+
+    sv_lock(&srq->s->rq.lock);
+    SV_STORE(&srq->s->in_use, 0);
+    sv_unlock(&srq->s->rq.lock);
+    sv_ring_fini(&srq->s->rq.ring);
+    free(srq);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+                                       struct ibv_qp_init_attr *attr)
+{
+    sv_shm_t *shm = sv_g.shm;
+    sv_qp_priv_t *qp;
+    uint32_t i, idx = 0, size;
+    sv_qp_t *s;
+    int ret;
+
+    if ((attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) ||
+        attr->send_cq == NULL || attr->recv_cq == NULL ||
+        attr->cap.max_send_wr > SV_MAX_WR ||
+        attr->cap.max_recv_wr > SV_MAX_WR ||
+        attr->cap.max_send_sge > SV_MAX_SGE ||
+        attr->cap.max_recv_sge > SV_MAX_RECV_SGE ||
+        attr->cap.max_inline_data > SV_MAX_INLINE) {
+        errno = EINVAL;
+        return NULL;
+    }
+    qp = calloc(1, sizeof(*qp));
+    if (qp == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size = 1;
+    while (size < attr->cap.max_send_wr + 1) {
+        size <<= 1;
+    }
+    qp->sq = calloc(size, sizeof(sv_swqe_t));
+    if (qp->sq == NULL) {
+        free(qp);
+        errno = ENOMEM;
+        return NULL;
+    }
+    qp->sq_size = size;
+    qp->sq_max  = attr->cap.max_send_wr ? attr->cap.max_send_wr : 1;
+
+    sv_shm_lock();
+    for (i = 0; i < SV_MAX_QP; ++i) {
+        uint32_t c = (shm->next_qp + i) % SV_MAX_QP;
+
+        if (!shm->qps[c].in_use) {
+            idx = c;
+            shm->qps[c].in_use = 1;
+            shm->next_qp = c + 1;
+            break;
+        }
+    }
+    sv_shm_unlock();
+    if (i == SV_MAX_QP) {
+        free(qp->sq);
+        free(qp);
+        errno = ENOMEM;
+        return NULL;
+    }
+
+    s = &shm->qps[idx];
+    s->owner         = (uint16_t)sv_g.slot;
+    s->dev           = (uint16_t)ibv_get_device_index(pd->context->device);
+    s->type          = attr->qp_type;
+    s->pd            = ((sv_pd_t *)pd)->id;
+    s->rcq           = ((sv_cq_priv_t *)attr->recv_cq)->idx;
+    s->srq           = attr->srq ? ((sv_srq_priv_t *)attr->srq)->idx + 1 : 0;
+    s->qkey          = 0;
+    s->dest_qpn      = 0;
+    s->access        = 0;
+    s->min_rnr_timer = 0;
+    s->rq.lock.owner = 0;
+    s->rq.max_sge    = attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1;
+    s->rq.ring.off   = 0;
+    if (attr->srq == NULL) {
+        ret = sv_ring_init(&s->rq.ring, attr->cap.max_recv_wr ?: 1,
+                           sizeof(sv_rwqe_t), sv_g.slot);
+        if (ret != 0) {
+            SV_STORE(&s->in_use, 0);
+            free(qp->sq);
+            free(qp);
+            errno = ret;
+            return NULL;
+        }
+    }
+    s->id  = sv_new_id();
+    s->qpn = SV_QPN_BASE + idx;
+    SV_STORE(&s->state, IBV_QPS_RESET);
+
+    qp->idx          = idx;
+    qp->s            = s;
+    qp->ctx          = (sv_context_t *)pd->context;
+    qp->scq          = (sv_cq_priv_t *)attr->send_cq;
+    qp->rcq          = (sv_cq_priv_t *)attr->recv_cq;
+    qp->srq          = (sv_srq_priv_t *)attr->srq;
+    qp->sq_sig_all   = attr->sq_sig_all;
+    qp->max_inline   = attr->cap.max_inline_data;
+    qp->max_send_sge = attr->cap.max_send_sge ? attr->cap.max_send_sge : 1;
+    qp->rnr_left     = -1;
+    pthread_spin_init(&qp->post_lock, PTHREAD_PROCESS_PRIVATE);
+    pthread_spin_init(&qp->rpost_lock, PTHREAD_PROCESS_PRIVATE);
+
+    qp->ibqp.context    = pd->context;
+    qp->ibqp.qp_context = attr->qp_context;
+    qp->ibqp.pd         = pd;
+    qp->ibqp.send_cq    = attr->send_cq;
+    qp->ibqp.recv_cq    = attr->recv_cq;
+    qp->ibqp.srq        = attr->srq;
+    qp->ibqp.handle     = idx;
+    qp->ibqp.qp_num     = s->qpn;
+    qp->ibqp.state      = IBV_QPS_RESET;
+    qp->ibqp.qp_type    = attr->qp_type;
+    pthread_mutex_init(&qp->ibqp.mutex, NULL);
+    pthread_cond_init(&qp->ibqp.cond, NULL);
+
+    /* report what we give */
+    attr->cap.max_send_wr  = qp->sq_max;
+    attr->cap.max_recv_wr  = attr->srq ? 0 : s->rq.ring.size;
+    attr->cap.max_send_sge = qp->max_send_sge;
+    attr->cap.max_recv_sge = s->rq.max_sge;
+    sv_engine_add(qp);
+    return &qp->ibqp;
+}
+
+static void sv_qp_enter_error(sv_qp_priv_t *qp)
+{
+    struct ibv_async_event ev;
+
+    SV_STORE(&qp->s->state, IBV_QPS_ERR);
+    qp->ibqp.state = IBV_QPS_ERR;
+    sv_rq_flush(qp);
+    if (qp->srq != NULL && !__atomic_exchange_n(&qp->last_wqe_sent, 1,
+                                                __ATOMIC_ACQ_REL)) {
+        ev.element.qp  = &qp->ibqp;
+        ev.event_type  = IBV_EVENT_QP_LAST_WQE_REACHED;
+        sv_async_post(qp->ctx, &ev);
+    }
+}
+
+/* the QP broke while executing a send WR (engine or poster context) */
+void sv_qp_set_error(sv_qp_priv_t *qp)
+{
+    sv_qp_enter_error(qp);
+}
+
+static int sv_mask_has(int mask, int need)
+{
+    return (mask & need) == need;
+}
+
+SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
+                            int mask)
+{
+    sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp;
+    enum ibv_qp_state cur = (enum ibv_qp_state)SV_LOAD(&qp->s->state);
+    enum ibv_qp_state next = (mask & IBV_QP_STATE) ? a->qp_state : cur;
+    int rc = (qp->ibqp.qp_type == IBV_QPT_RC);
+
+    if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != cur) {
+        return EINVAL;
+    }
+    /* the transitions and the attributes the IB spec requires for them */
+    if (next == IBV_QPS_INIT && cur == IBV_QPS_RESET) {
+        if (!sv_mask_has(mask, IBV_QP_PKEY_INDEX | IBV_QP_PORT) ||
+            (rc && !(mask & IBV_QP_ACCESS_FLAGS)) ||
+            (!rc && !(mask & IBV_QP_QKEY))) {
+            return EINVAL;
+        }
+    } else if (next == IBV_QPS_RTR) {
+        if (cur != IBV_QPS_INIT ||
+            (rc && !sv_mask_has(mask, IBV_QP_AV | IBV_QP_PATH_MTU |
+                                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                      IBV_QP_MAX_DEST_RD_ATOMIC |
+                                      IBV_QP_MIN_RNR_TIMER))) {
+            return EINVAL;
+        }
+    } else if (next == IBV_QPS_RTS && cur == IBV_QPS_RTR) {
+        if ((rc && !sv_mask_has(mask, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                      IBV_QP_MAX_QP_RD_ATOMIC)) ||
+            (!rc && !(mask & IBV_QP_SQ_PSN))) {
+            return EINVAL;
+        }
+    } else if (next == IBV_QPS_INIT && cur == IBV_QPS_INIT) {
+    } else if (next == IBV_QPS_RTS && cur == IBV_QPS_RTS) {
+    } else if (next == IBV_QPS_SQD || next == IBV_QPS_SQE) {
+        return EINVAL;
+    } else if (next != IBV_QPS_ERR && next != IBV_QPS_RESET &&
+               next != cur) {
+        return EINVAL;
+    }
+    if ((mask & IBV_QP_PORT) && a->port_num != 1) {
+        return EINVAL;
+    }
+    if ((mask & IBV_QP_PATH_MTU) && a->path_mtu > IBV_MTU_4096) {
+        return EINVAL;
+    }
+
+    if (mask & IBV_QP_PKEY_INDEX)  qp->pkey_index = a->pkey_index;
+    if (mask & IBV_QP_PORT)        qp->port = a->port_num;
+    if (mask & IBV_QP_QKEY)        qp->s->qkey = a->qkey;
+    if (mask & IBV_QP_ACCESS_FLAGS) qp->s->access = a->qp_access_flags;
+    if (mask & IBV_QP_PATH_MTU)    qp->path_mtu = a->path_mtu;
+    if (mask & IBV_QP_DEST_QPN)    qp->s->dest_qpn = a->dest_qp_num;
+    if (mask & IBV_QP_RQ_PSN)      qp->rq_psn = a->rq_psn;
+    if (mask & IBV_QP_SQ_PSN)      qp->sq_psn = a->sq_psn;
+    if (mask & IBV_QP_MIN_RNR_TIMER) qp->s->min_rnr_timer = a->min_rnr_timer;
+    if (mask & IBV_QP_TIMEOUT)     qp->timeout = a->timeout;
+    if (mask & IBV_QP_RETRY_CNT)   qp->retry_cnt = a->retry_cnt;
+    if (mask & IBV_QP_RNR_RETRY)   qp->rnr_retry = a->rnr_retry;
+    if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->max_rd_atomic = a->max_rd_atomic;
+    if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) {
+        qp->max_dest_rd_atomic = a->max_dest_rd_atomic;
+    }
+    if (mask & IBV_QP_AV) {
+        qp->dlid = a->ah_attr.dlid;
+        qp->sl   = a->ah_attr.sl;
+    }
+
+    if (next == cur) {
+        return 0;
+    }
+    if (next == IBV_QPS_ERR) {
+        sv_qp_enter_error(qp);
+        /* the executor flushes the send queue */
+        sv_qp_progress(qp, SV_EXEC_ENGINE, NULL);
+        sv_engine_kick();
+        return 0;
+    }
+    if (next == IBV_QPS_RESET) {
+        SV_STORE(&qp->s->state, IBV_QPS_RESET);
+        qp->ibqp.state = IBV_QPS_RESET;
+        /* wait for a running executor, then drop everything queued */
+        while (__atomic_exchange_n(&qp->busy, 1, __ATOMIC_ACQUIRE)) {
+        }
+        qp->sq_head = qp->sq_tail;
+        qp->rnr_left = -1;
+        qp->last_wqe_sent = 0;
+        SV_STORE(&qp->busy, 0);
+        if (qp->srq == NULL) {
+            sv_lock(&qp->s->rq.lock);
+            SV_STORE(&qp->s->rq.ring.cons, SV_LOAD(&qp->s->rq.ring.prod));
+            sv_unlock(&qp->s->rq.lock);
+        }
+        return 0;
+    }
+    SV_STORE(&qp->s->state, next);
+    qp->ibqp.state = next;
+    return 0;
+}
+
+SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
+                           int mask, struct ibv_qp_init_attr *init)
+{
+    sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp;
+
+    (void)mask;
+    memset(a, 0, sizeof(*a));
+    a->qp_state           = (enum ibv_qp_state)SV_LOAD(&qp->s->state);
+    a->cur_qp_state       = a->qp_state;
+    a->path_mtu           = qp->path_mtu;
+    a->qkey               = qp->s->qkey;
+    a->rq_psn             = qp->rq_psn;
+    a->sq_psn             = qp->sq_psn;
+    a->dest_qp_num        = qp->s->dest_qpn;
+    a->qp_access_flags    = (int)qp->s->access;
+    a->cap.max_send_wr    = qp->sq_max;
+    a->cap.max_recv_wr    = qp->srq ? 0 : qp->s->rq.ring.size;
+    a->cap.max_send_sge   = qp->max_send_sge;
+    a->cap.max_recv_sge   = qp->s->rq.max_sge;
+    a->cap.max_inline_data = qp->max_inline;
+    a->ah_attr.dlid       = (uint16_t)qp->dlid;
+    a->ah_attr.sl         = qp->sl;
+    a->ah_attr.port_num   = (uint8_t)qp->port;
+    a->pkey_index         = qp->pkey_index;
+    a->port_num           = (uint8_t)qp->port;
+    a->max_rd_atomic      = qp->max_rd_atomic;
+    a->max_dest_rd_atomic = qp->max_dest_rd_atomic;
+    a->min_rnr_timer      = (uint8_t)qp->s->min_rnr_timer;
+    a->timeout            = qp->timeout;
+    a->retry_cnt          = qp->retry_cnt;
+    a->rnr_retry          = qp->rnr_retry;
+    if (init != NULL) {
+        memset(init, 0, sizeof(*init));
+        init->qp_context = qp->ibqp.qp_context;
+        init->send_cq    = qp->ibqp.send_cq;
+        init->recv_cq    = qp->ibqp.recv_cq;
+        init->srq        = qp->ibqp.srq;
+        init->cap        = a->cap;
+        init->qp_type    = qp->ibqp.qp_type;
+        init->sq_sig_all = qp->sq_sig_all;
+    }
+    return 0;
+}
+
+SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+    sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp;
+
+    sv_engine_remove(qp);
+    sv_lock(&qp->s->rq.lock);
+    SV_STORE(&qp->s->state, IBV_QPS_RESET);
+    SV_STORE(&qp->s->in_use, 0);
+    sv_unlock(&qp->s->rq.lock);
+    if (qp->srq == NULL) {
+        sv_ring_fini(&qp->s->rq.ring);
+    }
+    free(qp->sq);
+    free(qp);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static int sv_swqe_fill(sv_qp_priv_t *qp, sv_swqe_t *w, struct ibv_send_wr *wr)
+{
+    uint64_t len = 0;
+    int i;
+
+    if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_send_sge) {
+        return EINVAL;
+    }
+    switch (wr->opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+        break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        if (qp->ibqp.qp_type != IBV_QPT_RC) {
+            return EINVAL;
+        }
+        break;
+    default:
+        return EINVAL;
+    }
+    w->wr_id   = wr->wr_id;
+    w->opcode  = wr->opcode;
+    w->flags   = wr->send_flags;
+    w->imm     = wr->imm_data;
+    w->num_sge = (uint32_t)wr->num_sge;
+    for (i = 0; i < wr->num_sge; ++i) {
+        len += wr->sg_list[i].length;
+    }
+    w->length = len;
+    if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+        wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        w->raddr       = wr->wr.atomic.remote_addr;
+        w->rkey        = wr->wr.atomic.rkey;
+        w->compare_add = wr->wr.atomic.compare_add;
+        w->swap        = wr->wr.atomic.swap;
+        if (wr->send_flags & IBV_SEND_INLINE) {
+            return EINVAL;
+        }
+    } else {
+        w->raddr = wr->wr.rdma.remote_addr;
+        w->rkey  = wr->wr.rdma.rkey;
+    }
+    if (qp->ibqp.qp_type == IBV_QPT_UD) {
+        sv_ah_t *ah = (sv_ah_t *)wr->wr.ud.ah;
+
+        if (ah == NULL) {
+            return EINVAL;
+        }
+        w->dlid        = ah->dlid;
+        w->remote_qpn  = wr->wr.ud.remote_qpn;
+        w->remote_qkey = wr->wr.ud.remote_qkey;
+    }
+    if ((wr->send_flags & IBV_SEND_INLINE) && wr->opcode != IBV_WR_RDMA_READ) {
+        uint8_t *p = w->inline_data;
+
+        if (len > qp->max_inline && len > 0) {
+            return EINVAL;
+        }
+        for (i = 0; i < wr->num_sge; ++i) {
+            memcpy(p, (void *)(uintptr_t)wr->sg_list[i].addr,
+                   wr->sg_list[i].length);
+            p += wr->sg_list[i].length;
+        }
+        w->num_sge = 0;
+    } else {
+        w->flags &= ~IBV_SEND_INLINE;
+        for (i = 0; i < wr->num_sge; ++i) {
+            w->sge[i] = wr->sg_list[i];
+        }
+    }
+    w->deliver_ns = sv_g.cfg.link_gbps > 0 ? sv_link_stamp(qp->ctx, len) : 0;
+    return 0;
+}
+
+int sv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+                    struct ibv_send_wr **bad)
+{
+    sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp;
+    uint32_t state = SV_LOAD(&qp->s->state);
+    int ret = 0;
+
+    if (state != IBV_QPS_RTS && state != IBV_QPS_ERR) {
+        *bad = wr;
+        return EINVAL;
+    }
+    pthread_spin_lock(&qp->post_lock);
+    for (; wr != NULL; wr = wr->next) {
+        if (qp->sq_tail - SV_LOAD(&qp->sq_head) >= qp->sq_max) {
+            ret = ENOMEM;
+            break;
+        }
+        ret = sv_swqe_fill(qp, &qp->sq[qp->sq_tail & (qp->sq_size - 1)], wr);
+        if (ret != 0) {
+            break;
+        }
+        SV_STORE(&qp->sq_tail, qp->sq_tail + 1);
+    }
+    pthread_spin_unlock(&qp->post_lock);
+    if (ret != 0) {
+        *bad = wr;
+    }
+    sv_qp_progress(qp, SV_EXEC_POSTER, NULL);
+    return ret;
+}

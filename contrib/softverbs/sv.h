@@ -194,6 +194,7 @@ typedef struct {
     sv_mover_t  mover;
     size_t      engine_thresh;    /* AUTO: ops above this go to the engine */
     unsigned    engine_spin_us;   /* engine polls this long before sleeping */
+    int         engine_help;      /* empty poll_cq runs queued engine work */
     uint64_t    memlock_limit;    /* bytes, UINT64_MAX: unlimited */
     unsigned    reg_cost_us;
     double      link_gbps;        /* 0: link model off */
@@ -370,6 +371,7 @@ typedef enum {
 void sv_engine_add(sv_qp_priv_t *qp);
 void sv_engine_remove(sv_qp_priv_t *qp);
 void sv_engine_kick(void);
+void sv_engine_help(sv_cq_priv_t *cq);
 void sv_engine_atfork_child(void);
 void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns);
 void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited);

@@ -174,6 +174,9 @@ int sv_op_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
     }
     SV_STORE(&ring->cons, cons);
     pthread_spin_unlock(&cq->poll_lock);
+    if (n == 0 && sv_g.cfg.engine_help) {
+        sv_engine_help(cq);
+    }
     return n;
 }
 

@@ -37,6 +37,7 @@ static struct {
     int             running;
     uint32_t        seq;        /* futex word: bumped by every kick */
     uint32_t        sleeping;
+    uint32_t        pending;    /* a kick since the last idle pass */
 } sv_eng = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -734,6 +735,9 @@ static void *sv_engine_main(void *arg)
         if (progressed) {
             continue;
         }
+        if (wake == UINT64_MAX && SV_LOAD(&sv_eng.seq) == seq) {
+            SV_STORE(&sv_eng.pending, 0);
+        }
 
         /* idle: poll for new work a little, then sleep until kicked or
          * until the nearest timer (RNR, retry, link model) */
@@ -787,10 +791,37 @@ void sv_engine_kick(void)
     if (!SV_LOAD(&sv_eng.running)) {
         sv_engine_start();
     }
+    if (!SV_LOAD_RELAXED(&sv_eng.pending)) {
+        SV_STORE(&sv_eng.pending, 1);
+    }
     __atomic_add_fetch(&sv_eng.seq, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&sv_eng.sleeping, __ATOMIC_SEQ_CST)) {
         syscall(SYS_futex, &sv_eng.seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
+}
+
+/*
+ * A thread that polls a CQ and finds it empty would only spin: let it run
+ * the engine's queued work for the QPs completing to that CQ. With 2 cores
+ * and busy-polling applications, the engine thread otherwise competes for a
+ * core with the pollers (see README: mover choice). Work the engine has
+ * already started is not taken (the QP's busy flag).
+ */
+void sv_engine_help(sv_cq_priv_t *cq)
+{
+    sv_qp_priv_t *qp;
+
+    if (!SV_LOAD_RELAXED(&sv_eng.pending) ||
+        pthread_mutex_trylock(&sv_eng.lock) != 0) {
+        return;
+    }
+    for (qp = sv_eng.qps; qp != NULL; qp = qp->eng_next) {
+        if (qp->scq == cq && qp->sq_head != SV_LOAD(&qp->sq_tail) &&
+            !SV_LOAD_RELAXED(&qp->busy)) {
+            sv_qp_progress(qp, SV_EXEC_ENGINE, NULL);
+        }
+    }
+    pthread_mutex_unlock(&sv_eng.lock);
 }
 
 void sv_engine_add(sv_qp_priv_t *qp)

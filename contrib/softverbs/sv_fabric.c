@@ -109,6 +109,8 @@ void sv_config_load(sv_config_t *cfg)
     cfg->engine_spin_us = (unsigned)sv_env_double("SOFTVERBS_ENGINE_SPIN_US",
                                                   50);
 
+    cfg->engine_help    = (int)sv_env_double("SOFTVERBS_ENGINE_HELP", 1);
+
     if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
         cfg->memlock_limit = UINT64_MAX;
     } else {
@@ -484,6 +486,8 @@ int sv_init(void)
         sv_config_load(&sv_g.cfg);
         ret = sv_shm_map();
     } else {
+        /* a forked child: it may have set its own SOFTVERBS_* variables */
+        sv_config_load(&sv_g.cfg);
         ret = sv_register_proc();
     }
 out:

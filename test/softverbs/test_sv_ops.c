@@ -1,0 +1,617 @@
+/*
+ * softverbs: device attributes, every RC operation between two processes,
+ * data integrity across sizes and offsets, ordering, UD, completion channels
+ * and many processes.
+ */
+#include "svt.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+TH_TEST(softverbs, device_attrs)
+{
+    struct ibv_device_attr da;
+    struct ibv_port_attr pa;
+    union ibv_gid gid;
+    __be16 pkey;
+    svt_ep_t ep;
+
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    TH_ASSERT_EQ(ibv_query_device(ep.ctx, &da), 0);
+    TH_ASSERT_EQ(da.phys_port_cnt, 1);
+    TH_ASSERT_EQ(da.atomic_cap, IBV_ATOMIC_HCA);
+    TH_ASSERT_GT(da.max_sge, 1);
+    TH_ASSERT_EQ(ibv_query_port(ep.ctx, 1, &pa), 0);
+    TH_ASSERT_EQ(pa.state, IBV_PORT_ACTIVE);
+    TH_ASSERT_EQ(pa.link_layer, IBV_LINK_LAYER_INFINIBAND);
+    TH_ASSERT_EQ(pa.active_mtu, IBV_MTU_4096);
+    TH_ASSERT_NE(pa.lid, 0);
+    TH_ASSERT_EQ(ibv_query_gid(ep.ctx, 1, 0, &gid), 0);
+    TH_ASSERT_NE(gid.global.interface_id, 0);
+    TH_ASSERT_EQ(ibv_query_pkey(ep.ctx, 1, 0, &pkey), 0);
+    TH_ASSERT_EQ(be16toh(pkey), 0xffff);
+    TH_ASSERT_GE(ep.ctx->async_fd, 0);
+    TH_ASSERT_EQ(ep.qp->state, IBV_QPS_RESET);
+    svt_ep_close(&ep);
+}
+
+/* ---------------------------------------------------------------------- */
+
+#define OPS_BUF (64 * 1024)
+
+static void ops_target(th_oob_t *oob, svt_ep_t *ep, struct ibv_mr *mr,
+                       uint8_t *buf, const svt_info_t *peer)
+{
+    uint8_t expect[128];
+    struct ibv_wc wc;
+    uint64_t v;
+
+    /* receives first: they are consumed by the initiator's SENDs */
+    svt_post_recv(ep->qp, buf, 4096, mr->lkey, 101);
+    svt_post_recv(ep->qp, buf + 4096, 4096, mr->lkey, 102);
+    svt_post_recv(ep->qp, buf + 8192, 0, mr->lkey, 103);
+    th_fill_pattern(buf + 32768, 500, 5);
+    v = 100;
+    memcpy(buf + 49152, &v, 8);
+    th_oob_barrier(oob);          /* ready */
+    th_oob_barrier(oob);          /* initiator done: no verbs call here */
+
+    svt_poll(ep->rcq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT_EQ(wc.wr_id, 101);
+    TH_ASSERT_EQ(wc.opcode, IBV_WC_RECV);
+    TH_ASSERT_EQ(wc.byte_len, 100);
+    TH_ASSERT_EQ(wc.src_qp, peer->qpn);
+    TH_ASSERT_EQ(wc.qp_num, ep->qp->qp_num);
+    TH_CHECK_PATTERN(buf, 100, 1);
+
+    svt_poll(ep->rcq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 102);
+    TH_ASSERT_EQ(wc.byte_len, 60);
+    TH_ASSERT(wc.wc_flags & IBV_WC_WITH_IMM);
+    TH_ASSERT_EQ(be32toh(wc.imm_data), 0x1234abcd);
+    th_fill_pattern(expect, 60, 2);
+    TH_ASSERT_MEM_EQ(buf + 4096, expect, 60);
+
+    svt_poll(ep->rcq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 103);
+    TH_ASSERT_EQ(wc.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    TH_ASSERT_EQ(wc.byte_len, 200);
+    TH_ASSERT_EQ(be32toh(wc.imm_data), 0x1234abcd);
+
+    TH_CHECK_PATTERN(buf + 16384, 1000, 3);
+    TH_CHECK_PATTERN(buf + 17408, 32, 4);
+    TH_CHECK_PATTERN(buf + 18432, 200, 6);
+    memcpy(&v, buf + 49152, 8);
+    TH_ASSERT_EQ(v, 7);
+    TH_ASSERT_EQ(ibv_poll_cq(ep->rcq, 1, &wc), 0);
+}
+
+static void ops_initiator(th_oob_t *oob, svt_ep_t *ep, struct ibv_mr *mr,
+                          uint8_t *buf, const svt_info_t *peer)
+{
+    struct ibv_sge sge[3];
+    struct ibv_wc wc;
+    uint64_t old;
+
+    th_oob_barrier(oob);
+    th_fill_pattern(buf, 100, 1);
+    sge[0] = svt_sge(buf, 100, mr);
+    TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_SEND, sge, 1, 0, 0, 1,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep->scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT_EQ(wc.opcode, IBV_WC_SEND);
+    TH_ASSERT_EQ(wc.wr_id, 1);
+
+    /* multi-SGE SEND with immediate: 10 + 20 + 30 bytes */
+    th_fill_pattern(buf + 1000, 60, 2);
+    sge[0] = svt_sge(buf + 1000, 10, mr);
+    sge[1] = svt_sge(buf + 1010, 20, mr);
+    sge[2] = svt_sge(buf + 1030, 30, mr);
+    TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_SEND_WITH_IMM, sge, 3, 0, 0, 2,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep->scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT_EQ(wc.wr_id, 2);
+
+    /* unsignaled WRITE, then an inline signaled WRITE: one completion */
+    th_fill_pattern(buf + 2048, 1000, 3);
+    th_fill_pattern(buf + 4096, 32, 4);
+    sge[0] = svt_sge(buf + 2048, 1000, mr);
+    TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_RDMA_WRITE, sge, 1,
+                          peer->addr + 16384, peer->rkey, 3, 0), 0);
+    sge[0] = svt_sge(buf + 4096, 32, mr);
+    TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_RDMA_WRITE, sge, 1,
+                          peer->addr + 17408, peer->rkey, 4,
+                          IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+    memset(buf + 4096, 0, 32);  /* inline: the buffer is free at once */
+    svt_poll(ep->scq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 4);
+    TH_ASSERT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
+
+    th_fill_pattern(buf + 5000, 200, 6);
+    sge[0] = svt_sge(buf + 5000, 200, mr);
+    TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_RDMA_WRITE_WITH_IMM, sge, 1,
+                          peer->addr + 18432, peer->rkey, 5,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep->scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT_EQ(wc.wr_id, 5);
+
+    sge[0] = svt_sge(buf + 8192, 500, mr);
+    TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_RDMA_READ, sge, 1,
+                          peer->addr + 32768, peer->rkey, 6,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep->scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT_EQ(wc.opcode, IBV_WC_RDMA_READ);
+    TH_ASSERT_EQ(wc.byte_len, 500);
+    TH_CHECK_PATTERN(buf + 8192, 500, 5);
+
+    /* atomics: 100 + 5 -> 105; cswap(105 -> 7); failed cswap(1 -> 9) */
+    {
+        struct ibv_send_wr wr, *bad;
+        uint64_t cmp[3] = { 5, 105, 1 }, swp[3] = { 0, 7, 9 };
+        uint64_t res[3] = { 100, 105, 7 };
+        int i;
+
+        for (i = 0; i < 3; ++i) {
+            memset(&wr, 0, sizeof(wr));
+            sge[0] = svt_sge(buf + 12288, 8, mr);
+            wr.wr_id      = 7 + i;
+            wr.opcode     = i ? IBV_WR_ATOMIC_CMP_AND_SWP :
+                                IBV_WR_ATOMIC_FETCH_AND_ADD;
+            wr.sg_list    = sge;
+            wr.num_sge    = 1;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.atomic.remote_addr = peer->addr + 49152;
+            wr.wr.atomic.rkey        = peer->rkey;
+            wr.wr.atomic.compare_add = cmp[i];
+            wr.wr.atomic.swap        = swp[i];
+            TH_ASSERT_EQ(ibv_post_send(ep->qp, &wr, &bad), 0);
+            svt_poll(ep->scq, &wc, 10);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            TH_ASSERT_EQ(wc.opcode, i ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD);
+            memcpy(&old, buf + 12288, 8);
+            TH_ASSERT_EQ(old, res[i]);
+        }
+    }
+    th_oob_barrier(oob);
+}
+
+static void ops_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    svt_info_t mine, peer;
+    struct ibv_mr *mr;
+    uint8_t *buf;
+    svt_ep_t ep;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, OPS_BUF);
+    memset(buf, 0, OPS_BUF);
+    mr = ibv_reg_mr(ep.pd, buf, OPS_BUF, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    th_oob_barrier(oob);
+    if (rank == 1) {
+        ops_target(oob, &ep, mr, buf, &peer);
+    } else {
+        ops_initiator(oob, &ep, mr, buf, &peer);
+    }
+    th_oob_barrier(oob);
+    TH_ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, rc_ops)
+{
+    svt_need_device();
+    th_run_procs(2, ops_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
+#define INTEG_MAX (16u << 20)
+
+static void integrity_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    static const size_t sizes[] = { 0, 1, 3, 4095, 4097, 65549,
+                                    (1u << 20) + 7, INTEG_MAX };
+    static const size_t offs[] = { 0, 1, 7 };
+    size_t bufsz = INTEG_MAX + 64, si, oi, len, off;
+    struct ibv_mr *mr, *mr2;
+    svt_info_t mine, peer;
+    uint8_t *buf, *buf2;
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    uint64_t sum;
+    svt_ep_t ep;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf  = aligned_alloc(4096, bufsz);
+    buf2 = aligned_alloc(4096, bufsz);
+    memset(buf, 0, bufsz);
+    memset(buf2, 0, bufsz);
+    mr  = ibv_reg_mr(ep.pd, buf, bufsz, SVT_ALL_ACCESS);
+    mr2 = ibv_reg_mr(ep.pd, buf2, bufsz, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL && mr2 != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    th_oob_barrier(oob);
+
+    for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); ++si) {
+        for (oi = 0; oi < sizeof(offs) / sizeof(offs[0]); ++oi) {
+            len = sizes[si];
+            off = offs[oi];
+            if (rank == 1) {
+                /* SEND target: receive at an odd offset, report checksum */
+                svt_post_recv(ep.qp, buf2 + 3, (uint32_t)len + 8, mr2->lkey,
+                              si);
+                th_oob_barrier(oob);
+                svt_poll(ep.rcq, &wc, 30);
+                TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+                TH_ASSERT_EQ(wc.byte_len, len);
+                sum = th_checksum(buf2 + 3, len);
+                th_oob_send(oob, 0, &sum, sizeof(sum));
+                th_oob_barrier(oob);
+                continue;
+            }
+            th_fill_pattern(buf + off, len, si * 10 + oi);
+            /* WRITE to the peer at another offset, READ it back */
+            sge = svt_sge(buf + off, (uint32_t)len, mr);
+            TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1,
+                                  peer.addr + 5 + off, peer.rkey, 1, 0), 0);
+            memset(buf2 + off, 0xee, len);
+            sge = svt_sge(buf2 + off, (uint32_t)len, mr2);
+            TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_READ, &sge, 1,
+                                  peer.addr + 5 + off, peer.rkey, 2,
+                                  IBV_SEND_SIGNALED), 0);
+            svt_poll(ep.scq, &wc, 30);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            TH_ASSERT_EQ(wc.wr_id, 2);
+            TH_CHECK_PATTERN(buf2 + off, len, si * 10 + oi);
+
+            th_oob_barrier(oob);
+            sge = svt_sge(buf + off, (uint32_t)len, mr);
+            TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_SEND, &sge, 1, 0, 0, 3,
+                                  IBV_SEND_SIGNALED), 0);
+            svt_poll(ep.scq, &wc, 30);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            th_oob_recv(oob, 1, &sum, sizeof(sum));
+            TH_ASSERT_EQ(sum, th_checksum(buf + off, len));
+            th_oob_barrier(oob);
+        }
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    ibv_dereg_mr(mr2);
+    svt_ep_close(&ep);
+    free(buf);
+    free(buf2);
+}
+
+TH_TEST_TIMEOUT(softverbs, integrity_sizes, 120)
+{
+    svt_need_device();
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, integrity_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
+#define ORD_N   100
+#define ORD_BIG (2u << 20)
+
+static void ordering_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    size_t bufsz = ORD_BIG + 4096;
+    svt_info_t mine, peer;
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint64_t i, *slots;
+    uint8_t *buf;
+    svt_ep_t ep;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, bufsz);
+    memset(buf, 0, bufsz);
+    mr = ibv_reg_mr(ep.pd, buf, bufsz, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    slots = (uint64_t *)(buf + ORD_BIG);
+
+    if (rank == 1) {
+        svt_post_recv(ep.qp, buf + ORD_BIG + 2048, 64, mr->lkey, 9);
+        th_oob_barrier(oob);
+        /* the SEND was posted last: when it arrives, everything before it
+         * (a large WRITE done by the engine, small ones by the poster) is
+         * in place */
+        svt_poll(ep.rcq, &wc, 30);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        TH_CHECK_PATTERN(buf, ORD_BIG, 77);
+        for (i = 0; i < ORD_N; ++i) {
+            TH_ASSERT_EQ(slots[i], i + 1);
+        }
+        th_oob_barrier(oob);
+    } else {
+        th_oob_barrier(oob);
+        th_fill_pattern(buf, ORD_BIG, 77);
+        sge = svt_sge(buf, ORD_BIG, mr);
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
+                              peer.rkey, 1000, IBV_SEND_SIGNALED), 0);
+        for (i = 0; i < ORD_N; ++i) {
+            slots[i] = i + 1;
+            sge = svt_sge(&slots[i], 8, mr);
+            while (svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1,
+                            peer.addr + ORD_BIG + i * 8, peer.rkey, i,
+                            IBV_SEND_SIGNALED) == ENOMEM) {
+            }
+        }
+        sge = svt_sge(buf, 8, mr);
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_SEND, &sge, 1, 0, 0, 2000,
+                              IBV_SEND_SIGNALED), 0);
+        /* completions come in posting order */
+        svt_poll(ep.scq, &wc, 30);
+        TH_ASSERT_EQ(wc.wr_id, 1000);
+        for (i = 0; i < ORD_N; ++i) {
+            svt_poll(ep.scq, &wc, 30);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            TH_ASSERT_EQ(wc.wr_id, i);
+        }
+        svt_poll(ep.scq, &wc, 30);
+        TH_ASSERT_EQ(wc.wr_id, 2000);
+        th_oob_barrier(oob);
+    }
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, rc_ordering)
+{
+    svt_need_device();
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, ordering_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void ud_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    struct ibv_qp_attr a;
+    svt_info_t mine, peer;
+    struct ibv_send_wr wr, *bad;
+    struct ibv_ah_attr aa;
+    struct ibv_sge sge;
+    struct ibv_ah *ah;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    svt_ep_t ep;
+    int i;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_UD, 0, 0);
+    buf = aligned_alloc(4096, 65536);
+    mr  = ibv_reg_mr(ep.pd, buf, 65536, IBV_ACCESS_LOCAL_WRITE);
+    TH_ASSERT(mr != NULL);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey     = 0x11111111;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                               IBV_QP_PORT | IBV_QP_QKEY), 0);
+    a.qp_state = IBV_QPS_RTR;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE), 0);
+    a.qp_state = IBV_QPS_RTS;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+
+    if (rank == 1) {
+        for (i = 0; i < 4; ++i) {
+            svt_post_recv(ep.qp, buf + i * 8192, 4096 + 40, mr->lkey, i);
+        }
+        th_oob_barrier(oob);
+        th_oob_barrier(oob);
+        svt_poll(ep.rcq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        TH_ASSERT_EQ(wc.byte_len, 1000 + 40);
+        TH_ASSERT_EQ(wc.src_qp, peer.qpn);
+        TH_CHECK_PATTERN(buf + 40, 1000, 11);
+        /* the datagram with the wrong qkey was dropped */
+        svt_poll(ep.rcq, &wc, 10);
+        TH_ASSERT_EQ(wc.wr_id, 1);
+        TH_ASSERT_EQ(wc.byte_len, 4096 + 40);
+        TH_ASSERT(wc.wc_flags & IBV_WC_WITH_IMM);
+        TH_CHECK_PATTERN(buf + 8192 + 40, 4096, 13);
+        TH_ASSERT_EQ(ibv_poll_cq(ep.rcq, 1, &wc), 0);
+    } else {
+        memset(&aa, 0, sizeof(aa));
+        aa.dlid     = peer.lid;
+        aa.port_num = 1;
+        ah = ibv_create_ah(ep.pd, &aa);
+        TH_ASSERT(ah != NULL);
+        th_oob_barrier(oob);
+        for (i = 0; i < 3; ++i) {
+            uint32_t len = (i == 2) ? 4096 : 1000;
+
+            th_fill_pattern(buf + i * 8192, len, 11 + i);
+            sge = svt_sge(buf + i * 8192, len, mr);
+            memset(&wr, 0, sizeof(wr));
+            wr.wr_id       = i;
+            wr.opcode      = i == 2 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+            wr.sg_list     = &sge;
+            wr.num_sge     = 1;
+            wr.send_flags  = IBV_SEND_SIGNALED;
+            wr.wr.ud.ah    = ah;
+            wr.wr.ud.remote_qpn  = peer.qpn;
+            wr.wr.ud.remote_qkey = (i == 1) ? 0x222 : 0x11111111;
+            TH_ASSERT_EQ(ibv_post_send(ep.qp, &wr, &bad), 0);
+            svt_poll(ep.scq, &wc, 10);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        }
+        /* larger than the MTU: local length error */
+        sge = svt_sge(buf, 8192, mr);
+        wr.sg_list = &sge;
+        wr.wr_id   = 9;
+        TH_ASSERT_EQ(ibv_post_send(ep.qp, &wr, &bad), 0);
+        svt_poll(ep.scq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_LOC_LEN_ERR);
+        th_oob_barrier(oob);
+        ibv_destroy_ah(ah);
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, ud_send_recv)
+{
+    svt_need_device();
+    th_run_procs(2, ud_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void channel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    svt_info_t mine, peer;
+    struct ibv_cq *ev_cq;
+    struct ibv_sge sge;
+    struct pollfd pfd;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    void *ev_ctx;
+    uint8_t *buf;
+    svt_ep_t ep;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 1);
+    buf = aligned_alloc(4096, 4096);
+    mr  = ibv_reg_mr(ep.pd, buf, 4096, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    if (rank == 1) {
+        svt_post_recv(ep.qp, buf, 4096, mr->lkey, 5);
+        TH_ASSERT_EQ(ibv_req_notify_cq(ep.rcq, 0), 0);
+        pfd.fd     = ep.ch->fd;
+        pfd.events = POLLIN;
+        TH_ASSERT_EQ(poll(&pfd, 1, 0), 0);
+        th_oob_barrier(oob);
+        /* the fd becomes readable when the remote SEND completes here */
+        TH_ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+        TH_ASSERT_EQ(ibv_get_cq_event(ep.ch, &ev_cq, &ev_ctx), 0);
+        TH_ASSERT(ev_cq == ep.rcq);
+        ibv_ack_cq_events(ev_cq, 1);
+        TH_ASSERT_EQ(ibv_poll_cq(ep.rcq, 1, &wc), 1);
+        TH_ASSERT_EQ(wc.wr_id, 5);
+    } else {
+        th_oob_barrier(oob);
+        usleep(20000);
+        sge = svt_sge(buf, 16, mr);
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_SEND, &sge, 1, 0, 0, 1,
+                              IBV_SEND_SIGNALED), 0);
+        svt_poll(ep.scq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, comp_channel)
+{
+    svt_need_device();
+    th_run_procs(2, channel_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
+#define SCALE_N 8
+
+static void scale_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    svt_ep_t ep[SCALE_N];
+    svt_info_t mine, peer[SCALE_N];
+    struct ibv_mr *mr;
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    int p, got;
+
+    (void)arg;
+    buf = aligned_alloc(4096, SCALE_N * 4096 * 2);
+    memset(buf, 0, SCALE_N * 4096 * 2);
+    for (p = 0; p < nprocs; ++p) {
+        if (p == rank) {
+            continue;
+        }
+        svt_ep_open(&ep[p], IBV_QPT_RC, 0, 0);
+        mr = ibv_reg_mr(ep[p].pd, buf, SCALE_N * 4096 * 2, SVT_ALL_ACCESS);
+        TH_ASSERT(mr != NULL);
+        mine = svt_info(&ep[p], mr);
+        ep[p].qp->qp_context = mr;
+        svt_exchange(oob, p, &mine, &peer[p]);
+        svt_rc_connect(&ep[p], &peer[p]);
+        svt_post_recv(ep[p].qp, buf + SCALE_N * 4096 + p * 4096, 4096,
+                      mr->lkey, p);
+    }
+    th_fill_pattern(buf + rank * 4096, 4096, rank);
+    th_oob_barrier(oob);
+    for (p = 0; p < nprocs; ++p) {
+        if (p == rank) {
+            continue;
+        }
+        mr  = ep[p].qp->qp_context;
+        sge = svt_sge(buf + rank * 4096, 4096, mr);
+        TH_ASSERT_EQ(svt_post(ep[p].qp, IBV_WR_RDMA_WRITE, &sge, 1,
+                              peer[p].addr + rank * 4096, peer[p].rkey, 1, 0),
+                     0);
+        TH_ASSERT_EQ(svt_post(ep[p].qp, IBV_WR_SEND, &sge, 1, 0, 0, 2,
+                              IBV_SEND_SIGNALED), 0);
+    }
+    for (p = 0, got = 0; p < nprocs; ++p) {
+        if (p == rank) {
+            continue;
+        }
+        svt_poll(ep[p].scq, &wc, 30);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        svt_poll(ep[p].rcq, &wc, 30);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        TH_CHECK_PATTERN(buf + p * 4096, 4096, p);
+        TH_CHECK_PATTERN(buf + SCALE_N * 4096 + p * 4096, 4096, p);
+        ++got;
+    }
+    TH_ASSERT_EQ(got, nprocs - 1);
+    th_oob_barrier(oob);
+    for (p = 0; p < nprocs; ++p) {
+        if (p != rank) {
+            ibv_dereg_mr(ep[p].qp->qp_context);
+            svt_ep_close(&ep[p]);
+        }
+    }
+    free(buf);
+}
+
+TH_TEST(softverbs, eight_processes)
+{
+    svt_need_device();
+    th_run_procs(SCALE_N, scale_rank, NULL);
+}

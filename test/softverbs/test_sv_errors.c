@@ -1,0 +1,486 @@
+/*
+ * softverbs: errors as an HCA reports them (keys, bounds, access flags,
+ * RNR, retry timeout, flush), async events, a killed peer, the memlock
+ * limit, the registration cost model and the link model.
+ */
+#include "svt.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+    svt_ep_t       a, b;
+    uint8_t       *buf;
+    struct ibv_mr *mra, *mrb;
+    svt_info_t     ia, ib;
+} svt_loop_t;
+
+#define LOOP_BUF 65536
+
+/* two QPs of this process connected to each other */
+static void loop_open(svt_loop_t *l, int b_srq, uint8_t rnr_retry,
+                      uint8_t timeout)
+{
+    svt_ep_open(&l->a, IBV_QPT_RC, 0, 0);
+    svt_ep_open(&l->b, IBV_QPT_RC, b_srq, 0);
+    l->buf = aligned_alloc(4096, 2 * LOOP_BUF);
+    memset(l->buf, 0, 2 * LOOP_BUF);
+    l->mra = ibv_reg_mr(l->a.pd, l->buf, LOOP_BUF, SVT_ALL_ACCESS);
+    /* b's buffer: local write and remote write only, no remote read */
+    l->mrb = ibv_reg_mr(l->b.pd, l->buf + LOOP_BUF, LOOP_BUF,
+                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    TH_ASSERT(l->mra != NULL && l->mrb != NULL);
+    l->ia = svt_info(&l->a, l->mra);
+    l->ib = svt_info(&l->b, l->mrb);
+    svt_rc_connect_ex(&l->a, &l->ib, rnr_retry, 1, timeout, 2);
+    svt_rc_connect_ex(&l->b, &l->ia, rnr_retry, 1, timeout, 2);
+}
+
+static void loop_close(svt_loop_t *l)
+{
+    ibv_dereg_mr(l->mra);
+    ibv_dereg_mr(l->mrb);
+    svt_ep_close(&l->a);
+    svt_ep_close(&l->b);
+    free(l->buf);
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+    struct ibv_qp_init_attr ia;
+    struct ibv_qp_attr a;
+
+    TH_ASSERT_EQ(ibv_query_qp(qp, &a, IBV_QP_STATE, &ia), 0);
+    return a.qp_state;
+}
+
+/* post one WRITE that must fail with 'status', then check that the QP is in
+ * error and that a following unsignaled WR is flushed */
+static void expect_write_error(svt_loop_t *l, struct ibv_sge *sge,
+                               uint64_t raddr, uint32_t rkey,
+                               enum ibv_wr_opcode op,
+                               enum ibv_wc_status status)
+{
+    struct ibv_sge ok = svt_sge(l->buf, 8, l->mra);
+    struct ibv_wc wc;
+
+    TH_ASSERT_EQ(svt_post(l->a.qp, op, sge, 1, raddr, rkey, 1,
+                          0 /* unsignaled: errors complete anyway */), 0);
+    TH_ASSERT_EQ(svt_post(l->a.qp, IBV_WR_RDMA_WRITE, &ok, 1, l->ib.addr,
+                          l->ib.rkey, 2, 0), 0);
+    svt_poll(l->a.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 1);
+    TH_ASSERT_EQ(wc.status, status);
+    svt_poll(l->a.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 2);
+    TH_ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    TH_ASSERT_EQ(qp_state(l->a.qp), IBV_QPS_ERR);
+}
+
+TH_TEST(softverbs, err_bad_lkey)
+{
+    svt_loop_t l;
+    struct ibv_sge sge;
+
+    loop_open(&l, 0, 7, 14);
+    sge = svt_sge(l.buf, 64, l.mra);
+    sge.lkey ^= 0x100;
+    expect_write_error(&l, &sge, l.ib.addr, l.ib.rkey, IBV_WR_RDMA_WRITE,
+                       IBV_WC_LOC_PROT_ERR);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, err_bad_rkey)
+{
+    svt_loop_t l;
+    struct ibv_sge sge;
+
+    loop_open(&l, 0, 7, 14);
+    sge = svt_sge(l.buf, 64, l.mra);
+    expect_write_error(&l, &sge, l.ib.addr, l.ib.rkey + 0x100,
+                       IBV_WR_RDMA_WRITE, IBV_WC_REM_ACCESS_ERR);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, err_out_of_bounds)
+{
+    svt_loop_t l;
+    struct ibv_sge sge;
+
+    loop_open(&l, 0, 7, 14);
+    sge = svt_sge(l.buf, 64, l.mra);
+    expect_write_error(&l, &sge, l.ib.addr + LOOP_BUF - 32, l.ib.rkey,
+                       IBV_WR_RDMA_WRITE, IBV_WC_REM_ACCESS_ERR);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, err_missing_access)
+{
+    svt_loop_t l;
+    struct ibv_sge sge;
+
+    loop_open(&l, 0, 7, 14);
+    /* b's MR has no REMOTE_READ */
+    sge = svt_sge(l.buf, 64, l.mra);
+    expect_write_error(&l, &sge, l.ib.addr, l.ib.rkey, IBV_WR_RDMA_READ,
+                       IBV_WC_REM_ACCESS_ERR);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, err_rnr_retry_exceeded)
+{
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    svt_loop_t l;
+    double t0;
+
+    loop_open(&l, 0, 2, 14);
+    sge = svt_sge(l.buf, 64, l.mra);
+    t0  = th_time();
+    TH_ASSERT_EQ(svt_post(l.a.qp, IBV_WR_SEND, &sge, 1, 0, 0, 1,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(l.a.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
+    /* 2 retries of min_rnr_timer 1 (10 us) each */
+    TH_ASSERT_LT(th_time() - t0, 1.0);
+    TH_ASSERT_EQ(qp_state(l.a.qp), IBV_QPS_ERR);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, rnr_then_recv_posted)
+{
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    svt_loop_t l;
+
+    loop_open(&l, 0, 7, 14);   /* rnr_retry 7: retry forever */
+    th_fill_pattern(l.buf, 64, 3);
+    sge = svt_sge(l.buf, 64, l.mra);
+    TH_ASSERT_EQ(svt_post(l.a.qp, IBV_WR_SEND, &sge, 1, 0, 0, 1,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll_none(l.a.scq, 0.05);
+    svt_post_recv(l.b.qp, l.buf + LOOP_BUF, 4096, l.mrb->lkey, 7);
+    svt_poll(l.a.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    svt_poll(l.b.rcq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 7);
+    TH_CHECK_PATTERN(l.buf + LOOP_BUF, 64, 3);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, err_retry_peer_in_error)
+{
+    struct ibv_qp_attr a;
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    svt_loop_t l;
+
+    loop_open(&l, 0, 7, 1);    /* timeout 1: 8 us x (retry_cnt 2 + 1) */
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    TH_ASSERT_EQ(ibv_modify_qp(l.b.qp, &a, IBV_QP_STATE), 0);
+    sge = svt_sge(l.buf, 64, l.mra);
+    TH_ASSERT_EQ(svt_post(l.a.qp, IBV_WR_RDMA_WRITE, &sge, 1, l.ib.addr,
+                          l.ib.rkey, 1, IBV_SEND_SIGNALED), 0);
+    svt_poll(l.a.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, flush_on_error)
+{
+    struct ibv_qp_attr a;
+    struct ibv_wc wc;
+    svt_loop_t l;
+    int i;
+
+    loop_open(&l, 0, 7, 14);
+    for (i = 0; i < 3; ++i) {
+        svt_post_recv(l.b.qp, l.buf + LOOP_BUF, 64, l.mrb->lkey, 10 + i);
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    TH_ASSERT_EQ(ibv_modify_qp(l.b.qp, &a, IBV_QP_STATE), 0);
+    TH_ASSERT_EQ(l.b.qp->state, IBV_QPS_ERR);
+    for (i = 0; i < 3; ++i) {
+        svt_poll(l.b.rcq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+        TH_ASSERT_EQ(wc.wr_id, 10 + i);
+    }
+    /* WRs posted in error complete with flush errors, unsignaled too */
+    {
+        struct ibv_sge sge = svt_sge(l.buf + LOOP_BUF, 8, l.mrb);
+
+        TH_ASSERT_EQ(svt_post(l.b.qp, IBV_WR_SEND, &sge, 1, 0, 0, 20, 0), 0);
+        svt_poll(l.b.scq, &wc, 10);
+        TH_ASSERT_EQ(wc.wr_id, 20);
+        TH_ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+        svt_post_recv(l.b.qp, l.buf + LOOP_BUF, 64, l.mrb->lkey, 21);
+        svt_poll(l.b.rcq, &wc, 10);
+        TH_ASSERT_EQ(wc.wr_id, 21);
+        TH_ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    }
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, last_wqe_reached)
+{
+    struct ibv_async_event ev;
+    struct ibv_qp_attr a;
+    struct pollfd pfd;
+    svt_loop_t l;
+
+    loop_open(&l, 1, 7, 14);   /* b uses an SRQ */
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    TH_ASSERT_EQ(ibv_modify_qp(l.b.qp, &a, IBV_QP_STATE), 0);
+    pfd.fd     = l.b.ctx->async_fd;
+    pfd.events = POLLIN;
+    TH_ASSERT_EQ(poll(&pfd, 1, 5000), 1);
+    TH_ASSERT_EQ(ibv_get_async_event(l.b.ctx, &ev), 0);
+    TH_ASSERT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+    TH_ASSERT(ev.element.qp == l.b.qp);
+    ibv_ack_async_event(&ev);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, qp_state_machine)
+{
+    struct ibv_qp_attr a;
+    svt_ep_t ep;
+
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    memset(&a, 0, sizeof(a));
+    /* RESET -> RTR is not a valid transition */
+    a.qp_state = IBV_QPS_RTR;
+    TH_ASSERT_NE(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE), 0);
+    /* RESET -> INIT needs port, pkey index and access flags */
+    a.qp_state = IBV_QPS_INIT;
+    TH_ASSERT_NE(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE), 0);
+    a.port_num = 1;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE | IBV_QP_PORT |
+                               IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS), 0);
+    /* INIT -> RTR without the path attributes fails */
+    a.qp_state = IBV_QPS_RTR;
+    TH_ASSERT_NE(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE), 0);
+    /* posting a send before RTS fails */
+    {
+        struct ibv_sge sge = { 0, 0, 0 };
+
+        TH_ASSERT_NE(svt_post(ep.qp, IBV_WR_SEND, &sge, 0, 0, 0, 1, 0), 0);
+    }
+    a.qp_state = IBV_QPS_RESET;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE), 0);
+    TH_ASSERT_EQ(ep.qp->state, IBV_QPS_RESET);
+    svt_ep_close(&ep);
+}
+
+/* ---------------------------------------------------------------------- */
+
+TH_TEST(softverbs, memlock_limit)
+{
+    struct ibv_mr *m1, *m2, *m3;
+    uint8_t *buf;
+    svt_ep_t ep;
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "1M", 1);
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, 4 << 20);
+    m1  = ibv_reg_mr(ep.pd, buf, 512 * 1024, IBV_ACCESS_LOCAL_WRITE);
+    TH_ASSERT(m1 != NULL);
+    m2  = ibv_reg_mr(ep.pd, buf + (1 << 20), 512 * 1024,
+                     IBV_ACCESS_LOCAL_WRITE);
+    TH_ASSERT(m2 != NULL);
+    errno = 0;
+    m3 = ibv_reg_mr(ep.pd, buf + (2 << 20), 4096, IBV_ACCESS_LOCAL_WRITE);
+    TH_ASSERT(m3 == NULL);
+    TH_ASSERT_EQ(errno, ENOMEM);
+    TH_ASSERT_EQ(ibv_dereg_mr(m1), 0);
+    m3 = ibv_reg_mr(ep.pd, buf + (2 << 20), 4096, IBV_ACCESS_LOCAL_WRITE);
+    TH_ASSERT(m3 != NULL);
+    ibv_dereg_mr(m2);
+    ibv_dereg_mr(m3);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, reg_cost_model)
+{
+    struct ibv_mr *mr;
+    uint8_t *buf;
+    svt_ep_t ep;
+    double t0;
+
+    setenv("SOFTVERBS_REG_COST_US", "5000", 1);
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, 4096);
+    t0  = th_time();
+    mr  = ibv_reg_mr(ep.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+    TH_ASSERT(mr != NULL);
+    TH_ASSERT_GE((th_time() - t0) * 1e6, 5000);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+static void link_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    size_t len = 1 << 20;
+    svt_info_t mine, peer;
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    svt_ep_t ep;
+    double t0, t;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, len);
+    memset(buf, 1, len);
+    mr = ibv_reg_mr(ep.pd, buf, len, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    th_oob_barrier(oob);
+    if (rank == 0) {
+        /* 1 Gb/s: 1 MiB takes 8.4 ms on the wire, plus 200 us latency */
+        sge = svt_sge(buf, (uint32_t)len, mr);
+        t0  = th_time();
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
+                              peer.rkey, 1, IBV_SEND_SIGNALED), 0);
+        svt_poll(ep.scq, &wc, 10);
+        t = th_time() - t0;
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        th_log("1 MiB at 1 Gb/s + 200 us: %.2f ms", t * 1e3);
+        TH_ASSERT_GE(t * 1e6, 8388 + 200);
+        TH_ASSERT_LT(t * 1e6, (8388 + 200) * 1.5);
+        sge = svt_sge(buf, 8, mr);
+        t0  = th_time();
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
+                              peer.rkey, 2, IBV_SEND_SIGNALED), 0);
+        svt_poll(ep.scq, &wc, 10);
+        TH_ASSERT_GE((th_time() - t0) * 1e6, 200);
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, link_model)
+{
+    svt_need_device();
+    setenv("SOFTVERBS_LINK_GBPS", "1", 1);
+    setenv("SOFTVERBS_LINK_LAT_US", "200", 1);
+    th_run_procs(2, link_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* rank 1 is killed by the test while rank 0 has a SEND waiting on RNR
+ * (rnr_retry 7: forever) and then posts more: both complete with errors */
+static void kill_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    svt_info_t mine, peer;
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    svt_ep_t ep;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, 65536);
+    mr  = ibv_reg_mr(ep.pd, buf, 65536, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    th_oob_barrier(oob);
+    if (rank == 1) {
+        for (;;) {
+            pause();   /* no receive posted; the test kills us */
+        }
+    }
+    sge = svt_sge(buf, 64, mr);
+    TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_SEND, &sge, 1, 0, 0, 1,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep.scq, &wc, 20);
+    TH_ASSERT_EQ(wc.wr_id, 1);
+    TH_ASSERT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+    TH_ASSERT_EQ(ep.qp->state, IBV_QPS_ERR);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, killed_peer)
+{
+    int status[2];
+    th_procs_t *p;
+
+    svt_need_device();
+    p = th_procs_start(2, kill_rank, NULL);
+    usleep(300000);
+    th_procs_kill(p, 1, SIGKILL);
+    TH_ASSERT_EQ(th_procs_wait(p, status), 0);
+    TH_ASSERT_EQ(status[0], 0);
+}
+
+static void kill_write_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    svt_info_t mine, peer;
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    svt_ep_t ep;
+    double end;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, 65536);
+    mr  = ibv_reg_mr(ep.pd, buf, 65536, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    th_oob_barrier(oob);
+    if (rank == 1) {
+        for (;;) {
+            pause();
+        }
+    }
+    /* one-sided WRITEs succeed while the peer lives, fail once it is dead */
+    sge = svt_sge(buf, 4096, mr);
+    end = th_time() + 20;
+    for (;;) {
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
+                              peer.rkey, 1, IBV_SEND_SIGNALED), 0);
+        svt_poll(ep.scq, &wc, 20);
+        if (wc.status != IBV_WC_SUCCESS) {
+            break;
+        }
+        TH_ASSERT_LT(th_time(), end);
+        usleep(1000);
+    }
+    TH_ASSERT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, killed_peer_write)
+{
+    th_procs_t *p;
+
+    svt_need_device();
+    p = th_procs_start(2, kill_write_rank, NULL);
+    usleep(300000);
+    th_procs_kill(p, 1, SIGKILL);
+    TH_ASSERT_EQ(th_procs_wait(p, NULL), 0);
+}

@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -719,6 +720,9 @@ static void *sv_engine_main(void *arg)
     int progressed;
 
     (void)arg;
+    /* timed sleeps (RNR, link model) must not be stretched by the default
+     * 50 us timer slack */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     for (;;) {
         seq        = SV_LOAD(&sv_eng.seq);
         wake       = UINT64_MAX;

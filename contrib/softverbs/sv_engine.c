@@ -486,7 +486,8 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
         wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
         err = sv_xfer(pid, 1, liov, ln, wiov, wn, w->length);
         if (err != 0) {
-            ist = sv_xfer_status(err);
+            wc.status = IBV_WC_LOC_ACCESS_ERR;
+            ist       = sv_xfer_status(err);
         }
     } else {
         wc.opcode = IBV_WC_RECV;
@@ -535,7 +536,8 @@ static int sv_exec_rc(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     pid_t pid;
     int err;
 
-    if (peer == NULL || peer->id != qp->peer_id || !SV_LOAD(&peer->in_use)) {
+    if (peer == NULL || peer->id != qp->peer_id || !SV_LOAD(&peer->in_use) ||
+        peer->qpn != qp->s->dest_qpn) {
         peer = sv_qp_by_qpn(qp->s->dest_qpn);
         qp->peer    = peer;
         qp->peer_id = peer ? peer->id : 0;

@@ -1,0 +1,99 @@
+#!/bin/bash
+#
+# softverbs-check.sh: run the third-party acceptance programs over softverbs
+# (server and client on 127.0.0.1) and print one PASS/FAIL line each.
+#
+# usage: softverbs-check.sh [path/to/libsoftverbs.so]
+# Environment: UCX_PREFIX (directory with bin/ucx_info and bin/ucx_perftest;
+# default: from PATH).
+#
+set -u
+lib=${1:-$(cd "$(dirname "$0")/../../build/install/lib" 2>/dev/null && pwd)/libsoftverbs.so}
+if [ ! -f "$lib" ]; then
+    echo "usage: $0 path/to/libsoftverbs.so" >&2
+    exit 2
+fi
+ucx_bin=${UCX_PREFIX:+$UCX_PREFIX/bin/}
+export LD_PRELOAD=$lib
+# UCX registers more than the default 8 MiB memlock limit (see README.md)
+export SOFTVERBS_MEMLOCK_LIMIT=${SOFTVERBS_MEMLOCK_LIMIT:-unlimited}
+fails=0
+port=$((20000 + RANDOM % 20000))
+
+report() {
+    local rc=$1 name=$2 detail=$3
+    if [ "$rc" -eq 0 ]; then
+        printf 'PASS  %-44s %s\n' "$name" "$detail"
+    else
+        printf 'FAIL  %-44s %s\n' "$name" "$detail"
+        fails=$((fails + 1))
+    fi
+}
+
+# pair NAME EXTRACT_AWK CMD ARGS...: server "CMD ARGS", client "CMD ARGS host"
+pair() {
+    local name=$1 extract=$2 srv_out cli_out spid rc
+    shift 2
+    port=$((port + 1))
+    srv_out=$(mktemp)
+    cli_out=$(mktemp)
+    timeout 60 "$@" -p $port >"$srv_out" 2>&1 &
+    spid=$!
+    sleep 0.7
+    timeout 60 "$@" -p $port 127.0.0.1 >"$cli_out" 2>&1
+    rc=$?
+    wait $spid || rc=1
+    report $rc "$name" "$(awk "$extract" "$cli_out" | tail -n 1)"
+    rm -f "$srv_out" "$cli_out"
+}
+
+out=$(timeout 20 ibv_devinfo 2>&1)
+echo "$out" | grep -q 'PORT_ACTIVE'
+report $? "ibv_devinfo" "$(echo "$out" | grep -m1 hca_id)"
+
+pp='/iters in/ { print $7, $8 }'
+pair "ibv_rc_pingpong" "$pp" ibv_rc_pingpong -d softverbs0
+pair "ibv_rc_pingpong -e (events)" "$pp" ibv_rc_pingpong -d softverbs0 -e
+pair "ibv_ud_pingpong" "$pp" ibv_ud_pingpong -d softverbs0
+pair "ibv_srq_pingpong" "$pp" ibv_srq_pingpong -d softverbs0
+
+bw='/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $1 " B: " $4 " MB/s" }'
+lat='/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $1 " B: typical " $5 " us" }'
+pair "ib_write_bw" "$bw" ib_write_bw -d softverbs0
+pair "ib_write_lat" "$lat" ib_write_lat -d softverbs0
+pair "ib_read_bw" "$bw" ib_read_bw -d softverbs0
+pair "ib_send_lat" "$lat" ib_send_lat -d softverbs0
+
+out=$(timeout 30 "${ucx_bin}ucx_info" -d 2>&1)
+echo "$out" | grep -A1 'Transport: rc_verbs' | grep -q softverbs0:1 &&
+    echo "$out" | grep -A1 'Transport: ud_verbs' | grep -q softverbs0:1
+report $? "ucx_info -d: rc_verbs, ud_verbs on softverbs0:1" ""
+
+uf='/^Final:/ { printf "p50 %s us, %s MB/s", $3, $6 }'
+uct() {
+    local tl=$1
+    shift
+    pair "ucx_perftest $tl $*" "$uf" "${ucx_bin}ucx_perftest" -x "$tl" -d softverbs0:1 "$@"
+}
+uct rc_verbs -t am_lat -n 20000
+uct rc_verbs -t put_lat -n 20000
+uct rc_verbs -t put_bw -D zcopy -s 1048576 -n 2000
+uct rc_verbs -t get -D zcopy -s 1048576 -n 2000
+uct rc_verbs -t add_lat -n 20000
+uct ud_verbs -t am_lat -n 20000
+uct ud_verbs -t am_bw -D bcopy -s 4000 -n 20000
+
+ucp() {
+    local tls=$1
+    shift
+    pair "ucx_perftest UCX_TLS=$tls $*" "$uf" env UCX_TLS="$tls" "${ucx_bin}ucx_perftest" "$@"
+}
+for tls in rc_v ud_verbs; do
+    ucp $tls -t tag_lat -n 20000
+    ucp $tls -t tag_bw -s 1048576 -n 1000
+    ucp $tls -t ucp_put_bw -s 1048576 -n 1000
+    ucp $tls -t ucp_get -s 1048576 -n 1000
+done
+
+echo "$fails failed"
+[ $fails -eq 0 ]

@@ -615,3 +615,72 @@ TH_TEST(softverbs, eight_processes)
     svt_need_device();
     th_run_procs(SCALE_N, scale_rank, NULL);
 }
+
+/* ---------------------------------------------------------------------- */
+
+static void srq_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    struct ibv_recv_wr rwr, *rbad;
+    svt_info_t mine, peer;
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    svt_ep_t ep;
+    int i;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, rank == 1, 0);
+    buf = aligned_alloc(4096, 8 * 4096);
+    memset(buf, 0, 8 * 4096);
+    mr = ibv_reg_mr(ep.pd, buf, 8 * 4096, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    if (rank == 1) {
+        /* posting to the QP's own receive queue is invalid with an SRQ */
+        sge = svt_sge(buf, 4096, mr);
+        memset(&rwr, 0, sizeof(rwr));
+        rwr.sg_list = &sge;
+        rwr.num_sge = 1;
+        TH_ASSERT_NE(ibv_post_recv(ep.qp, &rwr, &rbad), 0);
+        for (i = 0; i < 4; ++i) {
+            sge = svt_sge(buf + i * 4096, 4096, mr);
+            rwr.wr_id = 50 + i;
+            TH_ASSERT_EQ(ibv_post_srq_recv(ep.srq, &rwr, &rbad), 0);
+        }
+        th_oob_barrier(oob);
+        for (i = 0; i < 4; ++i) {
+            svt_poll(ep.rcq, &wc, 10);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            TH_ASSERT_EQ(wc.wr_id, 50 + i);
+            TH_ASSERT_EQ(wc.qp_num, ep.qp->qp_num);
+            TH_ASSERT_EQ(wc.byte_len, 100 * (i + 1));
+            TH_CHECK_PATTERN(buf + i * 4096, 100 * (i + 1), i);
+        }
+    } else {
+        th_oob_barrier(oob);
+        for (i = 0; i < 4; ++i) {
+            th_fill_pattern(buf + i * 4096, 100 * (i + 1), i);
+            sge = svt_sge(buf + i * 4096, 100 * (i + 1), mr);
+            TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_SEND, &sge, 1, 0, 0, i,
+                                  IBV_SEND_SIGNALED), 0);
+        }
+        for (i = 0; i < 4; ++i) {
+            svt_poll(ep.scq, &wc, 10);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            TH_ASSERT_EQ(wc.wr_id, i);
+        }
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, srq_recv)
+{
+    svt_need_device();
+    th_run_procs(2, srq_rank, NULL);
+}

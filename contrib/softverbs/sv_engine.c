@@ -671,7 +671,8 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
                 }
                 break;
             }
-            qp->rnr_left = -1;
+            qp->rnr_left      = -1;
+            qp->timeout_at_ns = 0;
         }
         SV_STORE(&qp->sq_head, ++head);
         if (head == tail) {

@@ -428,8 +428,10 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
         /* wait for a running executor, then drop everything queued */
         while (__atomic_exchange_n(&qp->busy, 1, __ATOMIC_ACQUIRE)) {
         }
-        qp->sq_head = qp->sq_tail;
-        qp->rnr_left = -1;
+        qp->sq_head       = qp->sq_tail;
+        qp->rnr_left      = -1;
+        qp->retry_at_ns   = 0;
+        qp->timeout_at_ns = 0;
         qp->last_wqe_sent = 0;
         SV_STORE(&qp->busy, 0);
         if (qp->srq == NULL) {

@@ -684,3 +684,73 @@ TH_TEST(softverbs, srq_recv)
     svt_need_device();
     th_run_procs(2, srq_rank, NULL);
 }
+
+/* ---------------------------------------------------------------------- */
+
+#define MANY_QPS 256
+
+/* many QPs in one process: 2 x 256 connected in pairs, one CQ */
+TH_TEST(softverbs, many_qps)
+{
+    struct ibv_qp *qp[2 * MANY_QPS];
+    struct ibv_device **list;
+    struct ibv_qp_init_attr qa;
+    struct ibv_context *ctx;
+    svt_info_t info[2];
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    struct ibv_wc wc;
+    uint64_t *buf;
+    svt_ep_t tmp;
+    int i, n;
+
+    svt_need_device();
+    list = ibv_get_device_list(&n);
+    ctx  = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    pd  = ibv_alloc_pd(ctx);
+    cq  = ibv_create_cq(ctx, 4 * MANY_QPS, NULL, NULL, 0);
+    buf = calloc(4 * MANY_QPS, sizeof(*buf));
+    mr  = ibv_reg_mr(pd, buf, 4 * MANY_QPS * sizeof(*buf), SVT_ALL_ACCESS);
+    TH_ASSERT(ctx && pd && cq && buf && mr);
+    memset(&qa, 0, sizeof(qa));
+    qa.send_cq = qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    for (i = 0; i < 2 * MANY_QPS; ++i) {
+        qp[i] = ibv_create_qp(pd, &qa);
+        TH_ASSERT(qp[i] != NULL);
+        TH_ASSERT(i == 0 || qp[i]->qp_num != qp[i - 1]->qp_num);
+    }
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.ctx = ctx;
+    for (i = 0; i < 2 * MANY_QPS; ++i) {
+        tmp.qp  = qp[i ^ 1];
+        info[0] = svt_info(&tmp, NULL);
+        tmp.qp  = qp[i];
+        svt_rc_connect(&tmp, &info[0]);
+    }
+    for (i = 0; i < 2 * MANY_QPS; ++i) {
+        buf[i] = 1000 + i;
+        sge    = svt_sge(&buf[i], 8, mr);
+        TH_ASSERT_EQ(svt_post(qp[i], IBV_WR_RDMA_WRITE, &sge, 1,
+                              (uintptr_t)&buf[2 * MANY_QPS + i], mr->rkey,
+                              i, IBV_SEND_SIGNALED), 0);
+    }
+    for (i = 0; i < 2 * MANY_QPS; ++i) {
+        svt_poll(cq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    }
+    for (i = 0; i < 2 * MANY_QPS; ++i) {
+        TH_ASSERT_EQ(buf[2 * MANY_QPS + i], 1000 + i);
+        TH_ASSERT_EQ(ibv_destroy_qp(qp[i]), 0);
+    }
+    ibv_dereg_mr(mr);
+    ibv_destroy_cq(cq);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    free(buf);
+}

@@ -4,12 +4,19 @@
 # (server and client on 127.0.0.1) and print one PASS/FAIL line each.
 #
 # usage: softverbs-check.sh [path/to/libsoftverbs.so]
-# Environment: UCX_PREFIX (directory with bin/ucx_info and bin/ucx_perftest;
-# default: from PATH).
+# Default library: ../lib next to this script (installed), else the
+# superbuild's build/install/lib. Environment: UCX_PREFIX (directory with
+# bin/ucx_info and bin/ucx_perftest; default: from PATH).
 #
 set -u
-lib=${1:-$(cd "$(dirname "$0")/../../build/install/lib" 2>/dev/null && pwd)/libsoftverbs.so}
-if [ ! -f "$lib" ]; then
+here=$(cd "$(dirname "$0")" && pwd)
+lib=${1:-}
+for c in "$here/../lib/libsoftverbs.so" "$here/../../build/install/lib/libsoftverbs.so"; do
+    if [ -z "$lib" ] && [ -f "$c" ]; then
+        lib=$c
+    fi
+done
+if [ -z "$lib" ] || [ ! -f "$lib" ]; then
     echo "usage: $0 path/to/libsoftverbs.so" >&2
     exit 2
 fi

@@ -362,6 +362,16 @@ typedef struct sv_qp {
     struct sv_qp      *eng_next;
 } sv_qp_priv_t;
 
+/* data path entry points, installed in ibv_context.ops */
+int sv_op_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                    struct ibv_send_wr **bad);
+int sv_op_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+                    struct ibv_recv_wr **bad);
+int sv_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+                        struct ibv_recv_wr **bad);
+int sv_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int sv_op_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
 /* engine / emulated NIC */
 typedef enum {
     SV_EXEC_POSTER,

@@ -24,15 +24,6 @@ typedef struct {
 
 static sv_device_t sv_devices[SV_MAX_DEVS];
 
-extern int sv_op_post_send(struct ibv_qp *, struct ibv_send_wr *,
-                           struct ibv_send_wr **);
-extern int sv_op_post_recv(struct ibv_qp *, struct ibv_recv_wr *,
-                           struct ibv_recv_wr **);
-extern int sv_op_post_srq_recv(struct ibv_srq *, struct ibv_recv_wr *,
-                               struct ibv_recv_wr **);
-extern int sv_op_poll_cq(struct ibv_cq *, int, struct ibv_wc *);
-extern int sv_op_req_notify_cq(struct ibv_cq *, int);
-
 /*
  * UCX only uses a device whose /dev/infiniband/<dev_name> is an accessible
  * character device. There is no uverbs device here: create

@@ -317,7 +317,9 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     return &qp->ibqp;
 }
 
-static void sv_qp_enter_error(sv_qp_priv_t *qp)
+/* enter the error state: from modify_qp, or when a send WR failed (in the
+ * engine or a posting thread) */
+void sv_qp_set_error(sv_qp_priv_t *qp)
 {
     struct ibv_async_event ev;
 
@@ -330,12 +332,6 @@ static void sv_qp_enter_error(sv_qp_priv_t *qp)
         ev.event_type  = IBV_EVENT_QP_LAST_WQE_REACHED;
         sv_async_post(qp->ctx, &ev);
     }
-}
-
-/* the QP broke while executing a send WR (engine or poster context) */
-void sv_qp_set_error(sv_qp_priv_t *qp)
-{
-    sv_qp_enter_error(qp);
 }
 
 static int sv_mask_has(int mask, int need)
@@ -416,7 +412,7 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
         return 0;
     }
     if (next == IBV_QPS_ERR) {
-        sv_qp_enter_error(qp);
+        sv_qp_set_error(qp);
         /* the executor flushes the send queue */
         sv_qp_progress(qp, SV_EXEC_ENGINE, NULL);
         sv_engine_kick();

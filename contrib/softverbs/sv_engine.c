@@ -415,7 +415,8 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     }
     sv_lock(&rq->lock);
     if (rq->ring.cons == SV_LOAD(&rq->ring.prod) ||
-        !SV_LOAD(&peer->in_use)) {
+        !SV_LOAD(&peer->in_use) || peer->qpn != w->remote_qpn ||
+        (peer->srq && !SV_LOAD(&sv_g.shm->srqs[peer->srq - 1].in_use))) {
         sv_unlock(&rq->lock);
         goto out;
     }
@@ -470,6 +471,12 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
         return sv_no_response(qp, w, peer->owner);
     }
     sv_lock(&rq->lock);
+    /* the owner destroys a QP or SRQ under this lock: re-check */
+    if (!SV_LOAD(&peer->in_use) || peer->id != qp->peer_id ||
+        (peer->srq && !SV_LOAD(&sv_g.shm->srqs[peer->srq - 1].in_use))) {
+        sv_unlock(&rq->lock);
+        return sv_no_response(qp, w, -1);
+    }
     if (rq->ring.cons == SV_LOAD(&rq->ring.prod)) {
         sv_unlock(&rq->lock);
         return sv_rnr(qp, w, peer);

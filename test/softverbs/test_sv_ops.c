@@ -754,3 +754,150 @@ TH_TEST(softverbs, many_qps)
     ibv_close_device(ctx);
     free(buf);
 }
+
+/* ---------------------------------------------------------------------- */
+
+#define ATOMIC_PROCS 4
+#define ATOMIC_ITERS 2000
+
+/* ranks 1..3 fetch-add on rank 0's counter concurrently: no update lost */
+static void atomic_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    struct ibv_send_wr wr, *bad;
+    svt_info_t mine, peer;
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint64_t *buf;
+    svt_ep_t ep[ATOMIC_PROCS];
+    int p, i;
+
+    (void)arg;
+    buf = aligned_alloc(4096, 4096);
+    memset(buf, 0, 4096);
+    for (p = 0; p < nprocs; ++p) {
+        if ((rank == 0) == (p == 0)) {
+            continue;   /* rank 0 talks to everyone, the others to rank 0 */
+        }
+        svt_ep_open(&ep[p], IBV_QPT_RC, 0, 0);
+        mr = ibv_reg_mr(ep[p].pd, buf, 4096, SVT_ALL_ACCESS);
+        TH_ASSERT(mr != NULL);
+        ep[p].qp->qp_context = mr;
+        mine = svt_info(&ep[p], mr);
+        svt_exchange(oob, p, &mine, &peer);
+        svt_rc_connect(&ep[p], &peer);
+    }
+    th_oob_barrier(oob);
+    if (rank != 0) {
+        mr = ep[0].qp->qp_context;
+        for (i = 0; i < ATOMIC_ITERS; ++i) {
+            sge = svt_sge(&buf[1], 8, mr);
+            memset(&wr, 0, sizeof(wr));
+            wr.opcode     = IBV_WR_ATOMIC_FETCH_AND_ADD;
+            wr.sg_list    = &sge;
+            wr.num_sge    = 1;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.atomic.remote_addr = peer.addr;
+            wr.wr.atomic.rkey        = peer.rkey;
+            wr.wr.atomic.compare_add = 1;
+            TH_ASSERT_EQ(ibv_post_send(ep[0].qp, &wr, &bad), 0);
+            svt_poll(ep[0].scq, &wc, 10);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            TH_ASSERT_LT(buf[1], (uint64_t)(nprocs - 1) * ATOMIC_ITERS);
+        }
+    }
+    th_oob_barrier(oob);
+    if (rank == 0) {
+        TH_ASSERT_EQ(buf[0], (uint64_t)(nprocs - 1) * ATOMIC_ITERS);
+    }
+    for (p = 0; p < nprocs; ++p) {
+        if ((rank == 0) != (p == 0)) {
+            ibv_dereg_mr(ep[p].qp->qp_context);
+            svt_ep_close(&ep[p]);
+        }
+    }
+    free(buf);
+}
+
+TH_TEST(softverbs, atomic_concurrent)
+{
+    svt_need_device();
+    th_run_procs(ATOMIC_PROCS, atomic_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* a SEND gathered from 3 SGEs scattered into 4 receive SGEs, unaligned */
+static void scatter_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    static const uint32_t slen[3] = { 1, 4097, 70000 };
+    static const uint32_t rlen[4] = { 3, 5000, 13, 70000 };
+    struct ibv_recv_wr rwr, *rbad;
+    struct ibv_sge sge[4];
+    svt_info_t mine, peer;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf, *p, *expect;
+    size_t total = 1 + 4097 + 70000, off;
+    svt_ep_t ep;
+    int i;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, 1 << 20);
+    memset(buf, 0, 1 << 20);
+    mr = ibv_reg_mr(ep.pd, buf, 1 << 20, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    if (rank == 1) {
+        for (i = 0, p = buf + 1; i < 4; ++i) {
+            sge[i] = svt_sge(p, rlen[i], mr);
+            p += rlen[i] + 17;
+        }
+        memset(&rwr, 0, sizeof(rwr));
+        rwr.sg_list = sge;
+        rwr.num_sge = 4;
+        TH_ASSERT_EQ(ibv_post_recv(ep.qp, &rwr, &rbad), 0);
+        th_oob_barrier(oob);
+        svt_poll(ep.rcq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        TH_ASSERT_EQ(wc.byte_len, total);
+        expect = malloc(total);
+        th_fill_pattern(expect, total, 99);
+        for (i = 0, off = 0; i < 4 && off < total; ++i) {
+            size_t n = total - off < rlen[i] ? total - off : rlen[i];
+
+            TH_ASSERT_MEM_EQ((uint8_t *)(uintptr_t)sge[i].addr, expect + off,
+                             n);
+            off += n;
+        }
+        free(expect);
+    } else {
+        expect = malloc(total);
+        th_fill_pattern(expect, total, 99);
+        for (i = 0, p = buf + 5, off = 0; i < 3; ++i) {
+            memcpy(p, expect + off, slen[i]);
+            sge[i] = svt_sge(p, slen[i], mr);
+            off += slen[i];
+            p   += slen[i] + 33;
+        }
+        free(expect);
+        th_oob_barrier(oob);
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_SEND, sge, 3, 0, 0, 1,
+                              IBV_SEND_SIGNALED), 0);
+        svt_poll(ep.scq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, sge_gather_scatter)
+{
+    svt_need_device();
+    th_run_procs(2, scatter_rank, NULL);
+}

@@ -5,6 +5,8 @@
  */
 #include "svt.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -243,6 +245,12 @@ TH_TEST(softverbs, last_wqe_reached)
     TH_ASSERT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
     TH_ASSERT(ev.element.qp == l.b.qp);
     ibv_ack_async_event(&ev);
+    /* UCX makes async_fd non-blocking: no event then means EAGAIN */
+    TH_ASSERT_EQ(fcntl(l.b.ctx->async_fd, F_SETFL,
+                       fcntl(l.b.ctx->async_fd, F_GETFL) | O_NONBLOCK), 0);
+    TH_ASSERT_EQ(poll(&pfd, 1, 0), 0);
+    TH_ASSERT_EQ(ibv_get_async_event(l.b.ctx, &ev), -1);
+    TH_ASSERT_EQ(errno, EAGAIN);
     loop_close(&l);
 }
 

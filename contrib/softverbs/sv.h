@@ -158,8 +158,17 @@ typedef struct {
     uint32_t dest_qpn;
     uint32_t access;       /* qp_access_flags */
     uint32_t min_rnr_timer;
+    uint32_t last_wqe;     /* LAST_WQE_REACHED raised (SRQ QPs) */
+    uint32_t async_bits;   /* SV_ASYNC_*: events raised by other processes */
+    int32_t  async_fd;     /* the owner context's async eventfd */
+    uint64_t ctx_id;
     sv_rq_t  rq;
 } sv_qp_t;
+
+/* async events another process raises on a QP (responder errors) */
+#define SV_ASYNC_ACCESS_ERR 1u   /* IBV_EVENT_QP_ACCESS_ERR */
+#define SV_ASYNC_REQ_ERR    2u   /* IBV_EVENT_QP_REQ_ERR */
+#define SV_ASYNC_LAST_WQE   4u   /* IBV_EVENT_QP_LAST_WQE_REACHED */
 
 #define SV_NCLASS 40
 
@@ -257,6 +266,8 @@ struct sv_qp;
 typedef struct sv_context {
     struct ibv_context ibctx;
     int                dev;
+    uint64_t           id;
+    struct sv_qp      *qps;            /* under async_lock */
     uint64_t           link_free_ns;   /* link model: port busy until */
     pthread_mutex_t    async_lock;
     struct ibv_async_event async_q[256];
@@ -358,8 +369,8 @@ typedef struct sv_qp {
     uint64_t           timeout_at_ns;  /* peer unresponsive: fail after */
     uint64_t           peer_id;
     sv_qp_t           *peer;
-    int                last_wqe_sent;
     struct sv_qp      *eng_next;
+    struct sv_qp      *ctx_next;
 } sv_qp_priv_t;
 
 /* data path entry points, installed in ibv_context.ops */
@@ -386,7 +397,8 @@ void sv_engine_atfork_child(void);
 void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns);
 void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited);
 void sv_qp_set_error(sv_qp_priv_t *qp);
-void sv_rq_flush(sv_qp_priv_t *qp);
+void sv_rq_flush(sv_qp_t *s);
+void sv_responder_error(sv_qp_t *s, uint32_t bit);
 void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev);
 uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);
 

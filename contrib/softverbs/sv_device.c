@@ -135,6 +135,7 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
         return NULL;
     }
     ctx->dev                     = ibv_get_device_index(device);
+    ctx->id                      = sv_new_id();
     ctx->ibctx.device            = device;
     ctx->ibctx.ops.post_send     = sv_op_post_send;
     ctx->ibctx.ops.post_recv     = sv_op_post_recv;
@@ -499,6 +500,38 @@ void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev)
     pthread_mutex_unlock(&ctx->async_lock);
 }
 
+/* an event another process raised on one of our QPs; async_lock held */
+static int sv_async_take_remote(sv_context_t *ctx,
+                                struct ibv_async_event *event)
+{
+    static const struct {
+        uint32_t            bit;
+        enum ibv_event_type type;
+    } map[] = {
+        { SV_ASYNC_ACCESS_ERR, IBV_EVENT_QP_ACCESS_ERR },
+        { SV_ASYNC_REQ_ERR,    IBV_EVENT_QP_REQ_ERR },
+        { SV_ASYNC_LAST_WQE,   IBV_EVENT_QP_LAST_WQE_REACHED },
+    };
+    sv_qp_priv_t *qp;
+    unsigned i;
+
+    for (qp = ctx->qps; qp != NULL; qp = qp->ctx_next) {
+        if (SV_LOAD(&qp->s->async_bits) == 0) {
+            continue;
+        }
+        for (i = 0; i < sizeof(map) / sizeof(map[0]); ++i) {
+            if (__atomic_fetch_and(&qp->s->async_bits, ~map[i].bit,
+                                   __ATOMIC_ACQ_REL) & map[i].bit) {
+                qp->ibqp.state    = IBV_QPS_ERR;
+                event->element.qp = &qp->ibqp;
+                event->event_type = map[i].type;
+                return 0;
+            }
+        }
+    }
+    return -1;
+}
+
 SV_EXPORT int ibv_get_async_event(struct ibv_context *context,
                                   struct ibv_async_event *event)
 {
@@ -513,8 +546,13 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *context,
     if (ctx->async_head != ctx->async_tail) {
         *event = ctx->async_q[ctx->async_head++ % 256];
         ret    = 0;
+    } else {
+        ret = sv_async_take_remote(ctx, event);
     }
     pthread_mutex_unlock(&ctx->async_lock);
+    if (ret != 0) {
+        errno = EAGAIN;
+    }
     return ret;
 }
 

@@ -351,6 +351,7 @@ static int sv_exec_atomic(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
     mr = sv_mr_lookup(w->rkey, peer->owner, peer->pd, w->raddr, 8,
                       IBV_ACCESS_REMOTE_ATOMIC);
     if (mr == NULL || !(peer->access & IBV_ACCESS_REMOTE_ATOMIC)) {
+        sv_responder_error(peer, SV_ASYNC_ACCESS_ERR);
         return sv_send_fail(qp, w, IBV_WC_REM_ACCESS_ERR);
     }
     va   = mr->addr + (w->raddr - mr->iova);
@@ -527,6 +528,9 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
                !!(w->flags & IBV_SEND_SOLICITED) || wc.status);
     sv_unlock(&rq->lock);
     if (ist != IBV_WC_SUCCESS) {
+        /* the receive WQE completed in error: the responder QP breaks */
+        sv_responder_error(peer, ist == IBV_WC_REM_ACCESS_ERR ?
+                                 SV_ASYNC_ACCESS_ERR : SV_ASYNC_REQ_ERR);
         return sv_send_fail(qp, w, ist);
     }
     sv_send_complete(qp, w, IBV_WC_SUCCESS);
@@ -581,6 +585,7 @@ static int sv_exec_rc(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
         mr = sv_mr_lookup(w->rkey, peer->owner, peer->pd, w->raddr,
                           w->length, access);
         if (mr == NULL || !(peer->access & access)) {
+            sv_responder_error(peer, SV_ASYNC_ACCESS_ERR);
             return sv_send_fail(qp, w, IBV_WC_REM_ACCESS_ERR);
         }
         wiov.iov_base = (void *)(uintptr_t)(mr->addr + (w->raddr - mr->iova));

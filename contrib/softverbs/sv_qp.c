@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------------- */
 /* receive queues (RQ of a QP, or an SRQ): owner-side posting */
@@ -44,28 +45,66 @@ static int sv_rq_post(sv_rq_t *rq, pthread_spinlock_t *lock,
     return ret;
 }
 
-/* Complete every posted receive of the QP with WR_FLUSH_ERR (owner only). */
-void sv_rq_flush(sv_qp_priv_t *qp)
+/* Complete every posted receive of the QP with WR_FLUSH_ERR. Any process
+ * may do it: the ring and the CQ are shared. */
+void sv_rq_flush(sv_qp_t *s)
 {
-    sv_rq_t *rq = &qp->s->rq;
+    sv_rq_t *rq = &s->rq;
     struct ibv_wc wc;
     sv_rwqe_t *w;
 
-    if (qp->srq != NULL) {
+    if (s->srq != 0) {
         return;   /* SRQ receives belong to the SRQ, not to this QP */
     }
     memset(&wc, 0, sizeof(wc));
     wc.status = IBV_WC_WR_FLUSH_ERR;
     wc.opcode = IBV_WC_RECV;
-    wc.qp_num = qp->ibqp.qp_num;
+    wc.qp_num = s->qpn;
     sv_lock(&rq->lock);
-    while (rq->ring.cons != SV_LOAD(&rq->ring.prod)) {
+    while (SV_LOAD(&s->in_use) && rq->ring.cons != SV_LOAD(&rq->ring.prod)) {
         w = sv_ring_entry(&rq->ring, rq->ring.cons);
         wc.wr_id = w->wr_id;
-        sv_cq_push(qp->rcq->s, &wc, 0);
+        sv_cq_push(&sv_g.shm->cqs[s->rcq], &wc, 0);
         SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
     }
     sv_unlock(&rq->lock);
+}
+
+/* Raise an async event on a QP of any process: a bit in the shared QP and
+ * one count on the owner context's async eventfd per new bit. */
+static void sv_async_raise(sv_qp_t *s, uint32_t bit)
+{
+    uint64_t one = 1;
+    int fd;
+
+    if (__atomic_fetch_or(&s->async_bits, bit, __ATOMIC_ACQ_REL) & bit) {
+        return;
+    }
+    fd = sv_remote_fd(s->owner, s->async_fd, s->ctx_id);
+    if (fd < 0 || write(fd, &one, sizeof(one)) != sizeof(one)) {
+        __atomic_fetch_and(&s->async_bits, ~bit, __ATOMIC_ACQ_REL);
+    }
+}
+
+/*
+ * The responder side of a QP detected an error (called by the initiator's
+ * executor, in another process or this one): like an HCA, the responder QP
+ * goes to the error state, its receives are flushed and its owner gets an
+ * async event. Its own send queue is flushed when the owner next posts or
+ * progresses it.
+ */
+void sv_responder_error(sv_qp_t *s, uint32_t bit)
+{
+    if (__atomic_exchange_n(&s->state, IBV_QPS_ERR, __ATOMIC_ACQ_REL) ==
+        IBV_QPS_ERR) {
+        return;
+    }
+    sv_rq_flush(s);
+    sv_async_raise(s, bit);
+    if (s->srq != 0 && !__atomic_exchange_n(&s->last_wqe, 1,
+                                            __ATOMIC_ACQ_REL)) {
+        sv_async_raise(s, SV_ASYNC_LAST_WQE);
+    }
 }
 
 int sv_op_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
@@ -80,7 +119,8 @@ int sv_op_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
     }
     ret = sv_rq_post(&qp->s->rq, &qp->rpost_lock, wr, bad);
     if (SV_LOAD(&qp->s->state) == IBV_QPS_ERR) {
-        sv_rq_flush(qp);
+        qp->ibqp.state = IBV_QPS_ERR;
+        sv_rq_flush(qp->s);
     }
     return ret;
 }
@@ -264,6 +304,10 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     s->dest_qpn      = 0;
     s->access        = 0;
     s->min_rnr_timer = 0;
+    s->last_wqe      = 0;
+    s->async_bits    = 0;
+    s->async_fd      = pd->context->async_fd;
+    s->ctx_id        = ((sv_context_t *)pd->context)->id;
     s->rq.lock.owner = 0;
     s->rq.max_sge    = attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1;
     s->rq.ring.off   = 0;
@@ -313,6 +357,10 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     attr->cap.max_recv_wr  = attr->srq ? 0 : s->rq.ring.size;
     attr->cap.max_send_sge = qp->max_send_sge;
     attr->cap.max_recv_sge = s->rq.max_sge;
+    pthread_mutex_lock(&qp->ctx->async_lock);
+    qp->ctx_next  = qp->ctx->qps;
+    qp->ctx->qps  = qp;
+    pthread_mutex_unlock(&qp->ctx->async_lock);
     sv_engine_add(qp);
     return &qp->ibqp;
 }
@@ -325,8 +373,8 @@ void sv_qp_set_error(sv_qp_priv_t *qp)
 
     SV_STORE(&qp->s->state, IBV_QPS_ERR);
     qp->ibqp.state = IBV_QPS_ERR;
-    sv_rq_flush(qp);
-    if (qp->srq != NULL && !__atomic_exchange_n(&qp->last_wqe_sent, 1,
+    sv_rq_flush(qp->s);
+    if (qp->srq != NULL && !__atomic_exchange_n(&qp->s->last_wqe, 1,
                                                 __ATOMIC_ACQ_REL)) {
         ev.element.qp  = &qp->ibqp;
         ev.event_type  = IBV_EVENT_QP_LAST_WQE_REACHED;
@@ -428,7 +476,8 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
         qp->rnr_left      = -1;
         qp->retry_at_ns   = 0;
         qp->timeout_at_ns = 0;
-        qp->last_wqe_sent = 0;
+        SV_STORE(&qp->s->last_wqe, 0);
+        SV_STORE(&qp->s->async_bits, 0);
         SV_STORE(&qp->busy, 0);
         if (qp->srq == NULL) {
             sv_lock(&qp->s->rq.lock);
@@ -488,8 +537,16 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 
 SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
-    sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp;
+    sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp, **pp;
 
+    pthread_mutex_lock(&qp->ctx->async_lock);
+    for (pp = &qp->ctx->qps; *pp != NULL; pp = &(*pp)->ctx_next) {
+        if (*pp == qp) {
+            *pp = qp->ctx_next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&qp->ctx->async_lock);
     sv_engine_remove(qp);
     sv_lock(&qp->s->rq.lock);
     SV_STORE(&qp->s->state, IBV_QPS_RESET);
@@ -593,6 +650,9 @@ int sv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
     if (state != IBV_QPS_RTS && state != IBV_QPS_ERR) {
         *bad = wr;
         return EINVAL;
+    }
+    if (state == IBV_QPS_ERR) {
+        qp->ibqp.state = IBV_QPS_ERR;   /* may have been set by a peer */
     }
     pthread_spin_lock(&qp->post_lock);
     for (; wr != NULL; wr = wr->next) {

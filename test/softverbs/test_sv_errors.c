@@ -81,6 +81,29 @@ static void expect_write_error(svt_loop_t *l, struct ibv_sge *sge,
     TH_ASSERT_EQ(qp_state(l->a.qp), IBV_QPS_ERR);
 }
 
+/* b (the responder) is in error, its next receive is flushed, and its
+ * context has the async event */
+static void expect_responder_error(svt_loop_t *l, enum ibv_event_type type,
+                                   uint64_t flushed_wr_id)
+{
+    struct ibv_async_event ev;
+    struct pollfd pfd;
+    struct ibv_wc wc;
+
+    TH_ASSERT_EQ(qp_state(l->b.qp), IBV_QPS_ERR);
+    svt_poll(l->b.rcq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, flushed_wr_id);
+    TH_ASSERT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    pfd.fd     = l->b.ctx->async_fd;
+    pfd.events = POLLIN;
+    TH_ASSERT_EQ(poll(&pfd, 1, 5000), 1);
+    TH_ASSERT_EQ(ibv_get_async_event(l->b.ctx, &ev), 0);
+    TH_ASSERT_EQ(ev.event_type, type);
+    TH_ASSERT(ev.element.qp == l->b.qp);
+    ibv_ack_async_event(&ev);
+    TH_ASSERT_EQ(l->b.qp->state, IBV_QPS_ERR);
+}
+
 TH_TEST(softverbs, err_bad_lkey)
 {
     svt_loop_t l;
@@ -100,9 +123,33 @@ TH_TEST(softverbs, err_bad_rkey)
     struct ibv_sge sge;
 
     loop_open(&l, 0, 7, 14);
+    svt_post_recv(l.b.qp, l.buf + LOOP_BUF, 64, l.mrb->lkey, 33);
     sge = svt_sge(l.buf, 64, l.mra);
     expect_write_error(&l, &sge, l.ib.addr, l.ib.rkey + 0x100,
                        IBV_WR_RDMA_WRITE, IBV_WC_REM_ACCESS_ERR);
+    /* the responder QP goes to error too, flushes, and its owner is told */
+    expect_responder_error(&l, IBV_EVENT_QP_ACCESS_ERR, 33);
+    loop_close(&l);
+}
+
+TH_TEST(softverbs, err_recv_too_small)
+{
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    svt_loop_t l;
+
+    loop_open(&l, 0, 7, 14);
+    svt_post_recv(l.b.qp, l.buf + LOOP_BUF, 16, l.mrb->lkey, 40);
+    svt_post_recv(l.b.qp, l.buf + LOOP_BUF, 16, l.mrb->lkey, 41);
+    sge = svt_sge(l.buf, 64, l.mra);
+    TH_ASSERT_EQ(svt_post(l.a.qp, IBV_WR_SEND, &sge, 1, 0, 0, 1,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(l.a.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR);
+    svt_poll(l.b.rcq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 40);
+    TH_ASSERT_EQ(wc.status, IBV_WC_LOC_LEN_ERR);
+    expect_responder_error(&l, IBV_EVENT_QP_REQ_ERR, 41);
     loop_close(&l);
 }
 
@@ -491,4 +538,54 @@ TH_TEST(softverbs, killed_peer_write)
     usleep(300000);
     th_procs_kill(p, 1, SIGKILL);
     TH_ASSERT_EQ(th_procs_wait(p, NULL), 0);
+}
+
+/* a bad rkey from another process: the responder's owner gets the event */
+static void remote_err_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    struct ibv_async_event ev;
+    svt_info_t mine, peer;
+    struct ibv_sge sge;
+    struct pollfd pfd;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    svt_ep_t ep;
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, 4096);
+    mr  = ibv_reg_mr(ep.pd, buf, 4096, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    th_oob_barrier(oob);
+    if (rank == 1) {
+        pfd.fd     = ep.ctx->async_fd;
+        pfd.events = POLLIN;
+        TH_ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+        TH_ASSERT_EQ(ibv_get_async_event(ep.ctx, &ev), 0);
+        TH_ASSERT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+        TH_ASSERT(ev.element.qp == ep.qp);
+        ibv_ack_async_event(&ev);
+        TH_ASSERT_EQ(qp_state(ep.qp), IBV_QPS_ERR);
+    } else {
+        sge = svt_sge(buf, 64, mr);
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1,
+                              peer.addr + 4090, peer.rkey, 1,
+                              IBV_SEND_SIGNALED), 0);
+        svt_poll(ep.scq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+TH_TEST(softverbs, err_remote_async_event)
+{
+    svt_need_device();
+    th_run_procs(2, remote_err_rank, NULL);
 }

@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SV_SHM_VERSION    3
+#define SV_SHM_VERSION    4   /* bump with every layout change */
 #define SV_SHM_MAGIC      0x73666f7476726273ULL
 #define SV_MAX_DEVS       4
 #define SV_MAX_PROCS      512

@@ -128,8 +128,10 @@ void sv_config_load(sv_config_t *cfg)
     if (s && *s) {
         snprintf(cfg->shm_name, sizeof(cfg->shm_name), "%s", s);
     } else {
-        snprintf(cfg->shm_name, sizeof(cfg->shm_name), "softverbs-%u",
-                 (unsigned)getuid());
+        /* builds with another layout must never share a segment: the
+         * name carries the version and the size of the layout */
+        snprintf(cfg->shm_name, sizeof(cfg->shm_name), "softverbs-%u-v%u-%zx",
+                 (unsigned)getuid(), SV_SHM_VERSION, sizeof(sv_shm_t));
     }
 }
 

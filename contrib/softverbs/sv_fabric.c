@@ -532,6 +532,12 @@ int sv_remote_fd(int slot, int fd, uint64_t id)
     if (pidfd < 0) {
         goto out;
     }
+    /* the pidfd pins the process: check it is still the slot's owner and
+     * not an unrelated process that got a reused pid */
+    if (!sv_proc_alive(slot)) {
+        close(pidfd);
+        goto out;
+    }
     lfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
     close(pidfd);
     if (lfd < 0) {

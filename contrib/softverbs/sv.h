@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SV_SHM_VERSION    4   /* bump with every layout change */
+#define SV_SHM_VERSION    5   /* bump with every layout change */
 #define SV_SHM_MAGIC      0x73666f7476726273ULL
 #define SV_MAX_DEVS       4
 #define SV_MAX_PROCS      512
@@ -140,6 +140,9 @@ typedef struct {
     uint16_t owner;
     uint32_t pd;
     uint64_t id;
+    uint32_t async_bits;   /* SV_ASYNC_SRQ_LIMIT raised by a consumer */
+    int32_t  async_fd;     /* the owner context's async eventfd */
+    uint64_t ctx_id;
     sv_rq_t  rq;
 } sv_srq_t;
 
@@ -169,6 +172,7 @@ typedef struct {
 #define SV_ASYNC_ACCESS_ERR 1u   /* IBV_EVENT_QP_ACCESS_ERR */
 #define SV_ASYNC_REQ_ERR    2u   /* IBV_EVENT_QP_REQ_ERR */
 #define SV_ASYNC_LAST_WQE   4u   /* IBV_EVENT_QP_LAST_WQE_REACHED */
+#define SV_ASYNC_SRQ_LIMIT  8u   /* IBV_EVENT_SRQ_LIMIT_REACHED (sv_srq_t) */
 
 #define SV_NCLASS 40
 
@@ -268,6 +272,7 @@ typedef struct sv_context {
     int                dev;
     uint64_t           id;
     struct sv_qp      *qps;            /* under async_lock */
+    struct sv_srq_priv *srqs;          /* under async_lock */
     uint64_t           link_free_ns;   /* link model: port busy until */
     pthread_mutex_t    async_lock;
     struct ibv_async_event async_q[256];
@@ -301,11 +306,12 @@ typedef struct sv_cq {
     struct sv_cq      *chan_next;
 } sv_cq_priv_t;
 
-typedef struct {
-    struct ibv_srq     ibsrq;
-    uint32_t           idx;
-    sv_srq_t          *s;
-    pthread_spinlock_t post_lock;
+typedef struct sv_srq_priv {
+    struct ibv_srq      ibsrq;
+    uint32_t            idx;
+    sv_srq_t           *s;
+    pthread_spinlock_t  post_lock;
+    struct sv_srq_priv *ctx_next;
 } sv_srq_priv_t;
 
 typedef struct {
@@ -399,6 +405,9 @@ void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited);
 void sv_qp_set_error(sv_qp_priv_t *qp);
 void sv_rq_flush(sv_qp_t *s);
 void sv_responder_error(sv_qp_t *s, uint32_t bit);
+void sv_async_raise(uint32_t *bits, uint32_t bit, int owner, int fd,
+                    uint64_t ctx_id);
+void sv_rq_consumed(sv_qp_t *peer, sv_rq_t *rq);
 void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev);
 uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);
 

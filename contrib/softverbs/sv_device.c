@@ -512,9 +512,18 @@ static int sv_async_take_remote(sv_context_t *ctx,
         { SV_ASYNC_REQ_ERR,    IBV_EVENT_QP_REQ_ERR },
         { SV_ASYNC_LAST_WQE,   IBV_EVENT_QP_LAST_WQE_REACHED },
     };
+    sv_srq_priv_t *srq;
     sv_qp_priv_t *qp;
     unsigned i;
 
+    for (srq = ctx->srqs; srq != NULL; srq = srq->ctx_next) {
+        if (__atomic_fetch_and(&srq->s->async_bits, ~SV_ASYNC_SRQ_LIMIT,
+                               __ATOMIC_ACQ_REL) & SV_ASYNC_SRQ_LIMIT) {
+            event->element.srq = &srq->ibsrq;
+            event->event_type  = IBV_EVENT_SRQ_LIMIT_REACHED;
+            return 0;
+        }
+    }
     for (qp = ctx->qps; qp != NULL; qp = qp->ctx_next) {
         if (SV_LOAD(&qp->s->async_bits) == 0) {
             continue;

@@ -423,6 +423,7 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     }
     memcpy(&rw, sv_ring_entry(&rq->ring, rq->ring.cons), sizeof(rw));
     SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
+    sv_rq_consumed(peer, rq);
 
     memset(&wc, 0, sizeof(wc));
     wc.wr_id  = rw.wr_id;
@@ -524,6 +525,7 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
     }
     wc.byte_len = (uint32_t)w->length;
     SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
+    sv_rq_consumed(peer, rq);
     sv_cq_push(&sv_g.shm->cqs[peer->rcq], &wc,
                !!(w->flags & IBV_SEND_SOLICITED) || wc.status);
     sv_unlock(&rq->lock);

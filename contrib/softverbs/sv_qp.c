@@ -72,18 +72,36 @@ void sv_rq_flush(sv_qp_t *s)
 
 /* Raise an async event on a QP of any process: a bit in the shared QP and
  * one count on the owner context's async eventfd per new bit. */
-static void sv_async_raise(sv_qp_t *s, uint32_t bit)
+void sv_async_raise(uint32_t *bits, uint32_t bit, int owner, int fd,
+                    uint64_t ctx_id)
 {
     uint64_t one = 1;
-    int fd;
+    int lfd;
 
-    if (__atomic_fetch_or(&s->async_bits, bit, __ATOMIC_ACQ_REL) & bit) {
+    if (__atomic_fetch_or(bits, bit, __ATOMIC_ACQ_REL) & bit) {
         return;
     }
-    fd = sv_remote_fd(s->owner, s->async_fd, s->ctx_id);
-    if (fd < 0 || write(fd, &one, sizeof(one)) != sizeof(one)) {
-        __atomic_fetch_and(&s->async_bits, ~bit, __ATOMIC_ACQ_REL);
+    lfd = sv_remote_fd(owner, fd, ctx_id);
+    if (lfd < 0 || write(lfd, &one, sizeof(one)) != sizeof(one)) {
+        __atomic_fetch_and(bits, ~bit, __ATOMIC_ACQ_REL);
     }
+}
+
+/* A consumer took a receive WQE (caller holds rq->lock): an SRQ below its
+ * armed limit tells its owner once, and disarms. */
+void sv_rq_consumed(sv_qp_t *peer, sv_rq_t *rq)
+{
+    sv_srq_t *srq;
+    uint32_t limit;
+
+    if (peer->srq == 0 || (limit = SV_LOAD(&rq->limit)) == 0 ||
+        SV_LOAD(&rq->ring.prod) - rq->ring.cons >= limit) {
+        return;
+    }
+    SV_STORE(&rq->limit, 0);
+    srq = &sv_g.shm->srqs[peer->srq - 1];
+    sv_async_raise(&srq->async_bits, SV_ASYNC_SRQ_LIMIT, srq->owner,
+                   srq->async_fd, srq->ctx_id);
 }
 
 /*
@@ -100,10 +118,11 @@ void sv_responder_error(sv_qp_t *s, uint32_t bit)
         return;
     }
     sv_rq_flush(s);
-    sv_async_raise(s, bit);
+    sv_async_raise(&s->async_bits, bit, s->owner, s->async_fd, s->ctx_id);
     if (s->srq != 0 && !__atomic_exchange_n(&s->last_wqe, 1,
                                             __ATOMIC_ACQ_REL)) {
-        sv_async_raise(s, SV_ASYNC_LAST_WQE);
+        sv_async_raise(&s->async_bits, SV_ASYNC_LAST_WQE, s->owner,
+                       s->async_fd, s->ctx_id);
     }
 }
 
@@ -176,6 +195,9 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
     s->rq.lock.owner = 0;
     s->rq.max_sge    = attr->attr.max_sge ? attr->attr.max_sge : 1;
     s->rq.limit      = attr->attr.srq_limit;
+    s->async_bits    = 0;
+    s->async_fd      = pd->context->async_fd;
+    s->ctx_id        = ((sv_context_t *)pd->context)->id;
     ret = sv_ring_init(&s->rq.ring, attr->attr.max_wr, sizeof(sv_rwqe_t),
                        sv_g.slot);
     if (ret != 0) {
@@ -196,6 +218,14 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
     srq->ibsrq.handle      = idx;
     pthread_mutex_init(&srq->ibsrq.mutex, NULL);
     pthread_cond_init(&srq->ibsrq.cond, NULL);
+    {
+        sv_context_t *ctx = (sv_context_t *)pd->context;
+
+        pthread_mutex_lock(&ctx->async_lock);
+        srq->ctx_next = ctx->srqs;
+        ctx->srqs     = srq;
+        pthread_mutex_unlock(&ctx->async_lock);
+    }
     return &srq->ibsrq;
 }
 
@@ -225,8 +255,17 @@ SV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 
 SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
-    sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq;
+    sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq, **pp;
+    sv_context_t *ctx = (sv_context_t *)ibsrq->context;
 
+    pthread_mutex_lock(&ctx->async_lock);
+    for (pp = &ctx->srqs; *pp != NULL; pp = &(*pp)->ctx_next) {
+        if (*pp == srq) {
+            *pp = srq->ctx_next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctx->async_lock);
     sv_lock(&srq->s->rq.lock);
     SV_STORE(&srq->s->in_use, 0);
     sv_unlock(&srq->s->rq.lock);

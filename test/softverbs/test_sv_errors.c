@@ -589,3 +589,47 @@ TH_TEST(softverbs, err_remote_async_event)
     svt_need_device();
     th_run_procs(2, remote_err_rank, NULL);
 }
+
+TH_TEST(softverbs, srq_limit_event)
+{
+    struct ibv_recv_wr rwr, *rbad;
+    struct ibv_async_event ev;
+    struct ibv_srq_attr sa;
+    struct ibv_sge sge;
+    struct pollfd pfd;
+    struct ibv_wc wc;
+    svt_loop_t l;
+    int i;
+
+    loop_open(&l, 1, 7, 14);   /* b receives through an SRQ */
+    for (i = 0; i < 4; ++i) {
+        sge = svt_sge(l.buf + LOOP_BUF + i * 64, 64, l.mrb);
+        memset(&rwr, 0, sizeof(rwr));
+        rwr.wr_id   = i;
+        rwr.sg_list = &sge;
+        rwr.num_sge = 1;
+        TH_ASSERT_EQ(ibv_post_srq_recv(l.b.srq, &rwr, &rbad), 0);
+    }
+    sa.srq_limit = 2;
+    TH_ASSERT_EQ(ibv_modify_srq(l.b.srq, &sa, IBV_SRQ_LIMIT), 0);
+    pfd.fd     = l.b.ctx->async_fd;
+    pfd.events = POLLIN;
+    for (i = 0; i < 3; ++i) {
+        /* 4 -> 3 -> 2 WQEs left: not below the limit yet */
+        TH_ASSERT_EQ(poll(&pfd, 1, 0), 0);
+        sge = svt_sge(l.buf, 8, l.mra);
+        TH_ASSERT_EQ(svt_post(l.a.qp, IBV_WR_SEND, &sge, 1, 0, 0, i,
+                              IBV_SEND_SIGNALED), 0);
+        svt_poll(l.a.scq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    }
+    /* 1 left < 2: the event, once; the limit is disarmed */
+    TH_ASSERT_EQ(poll(&pfd, 1, 5000), 1);
+    TH_ASSERT_EQ(ibv_get_async_event(l.b.ctx, &ev), 0);
+    TH_ASSERT_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+    TH_ASSERT(ev.element.srq == l.b.srq);
+    ibv_ack_async_event(&ev);
+    TH_ASSERT_EQ(ibv_query_srq(l.b.srq, &sa), 0);
+    TH_ASSERT_EQ(sa.srq_limit, 0);
+    loop_close(&l);
+}

@@ -127,7 +127,11 @@ uct_hcr_ep_post_send(uct_hcr_iface_t *iface, uct_hcr_ep_t *ep,
     struct ibv_send_wr *bad_wr;
     int ret;
 
-    ucs_assertv(ep->qp->state == IBV_QPS_RTS, "QP 0x%x state is %d",
+    /* after a transport error the QP is in ERR and UCP may still post (e.g.
+     * a pending wire-up message): verbs completes such a WR with a flush
+     * error, which the failed endpoint ignores */
+    ucs_assertv((ep->qp->state == IBV_QPS_RTS) ||
+                (ep->qp->state == IBV_QPS_ERR), "QP 0x%x state is %d",
                 ep->qp->qp_num, ep->qp->state);
 
     if (!(send_flags & IBV_SEND_SIGNALED)) {

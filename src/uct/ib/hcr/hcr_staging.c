@@ -96,3 +96,13 @@ uct_hcr_staging_t *uct_hcr_iface_staging(uct_iface_h tl_iface)
 
     return &iface->staging;
 }
+
+uct_hcr_staging_buf_t *uct_hcr_staging_get(uct_hcr_staging_t *staging)
+{
+    return (uct_hcr_staging_buf_t*)ucs_mpool_get(&staging->mp);
+}
+
+void uct_hcr_staging_put(uct_hcr_staging_buf_t *buf)
+{
+    ucs_mpool_put(buf);
+}

@@ -9,7 +9,7 @@
 
 #include <ucs/type/status.h>
 #include <uct/api/uct_def.h>
-#include <ucs/datastruct/mpool.inl>
+#include <ucs/datastruct/mpool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,19 +50,12 @@ uct_hcr_staging_t *uct_hcr_iface_staging(uct_iface_h iface);
  *
  * @return A buffer, or NULL when all of them are in use.
  */
-static inline uct_hcr_staging_buf_t *
-uct_hcr_staging_get(uct_hcr_staging_t *staging)
-{
-    return (uct_hcr_staging_buf_t*)ucs_mpool_get_inline(&staging->mp);
-}
+uct_hcr_staging_buf_t *uct_hcr_staging_get(uct_hcr_staging_t *staging);
 
 
 /**
  * Return a buffer to its staging pool.
  */
-static inline void uct_hcr_staging_put(uct_hcr_staging_buf_t *buf)
-{
-    ucs_mpool_put_inline(buf);
-}
+void uct_hcr_staging_put(uct_hcr_staging_buf_t *buf);
 
 #endif

@@ -3,6 +3,9 @@
 # Debian's Open MPI (its UCX PML links libucp.so.0) over this build with
 # UCX_TLS=hcr: a two-process ping-pong and an allreduce, with the UCX log
 # showing the transport. Needs openmpi-bin and libopenmpi-dev (mpicc).
+# pml_ucx_tls/devices=any: Open MPI 4.1 otherwise only takes UCX on mlx5;
+# btl self and no ofi mtl: libfabric's verbs provider does not run on
+# softverbs (it crashes in fi_getinfo), and only the UCX PML is wanted.
 #
 # Usage: bench/hcr-ompi.sh   (UCX_HCR_PREFIX: the install)
 #
@@ -62,7 +65,8 @@ mpicc -O2 -o "$tmp/pp" "$tmp/pp.c"
 
 export LD_LIBRARY_PATH=$UCX_HCR_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mpirun --allow-run-as-root --oversubscribe -np 2 \
-    --mca pml ucx --mca osc ^ucx --mca btl ^openib,uct \
+    --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
+    --mca btl self --mca mtl ^ofi --mca osc ^ucx \
     -x LD_PRELOAD="$SOFTVERBS_LIB" -x SOFTVERBS_MEMLOCK_LIMIT=unlimited \
     -x LD_LIBRARY_PATH -x UCX_TLS=hcr -x UCX_LOG_LEVEL=info \
     -x UCX_PROTO_INFO=y \

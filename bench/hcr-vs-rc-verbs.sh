@@ -21,6 +21,7 @@ if ! have_softverbs; then
 fi
 # UCX's receive pools exceed the 8 MiB default memlock softverbs enforces
 env_base="LD_PRELOAD=$SOFTVERBS_LIB SOFTVERBS_MEMLOCK_LIMIT=unlimited"
+env_base="$env_base UCX_WARN_UNUSED_ENV_VARS=n"
 for tl in hcr rc_verbs; do
     if ! have_transport "$tl" $env_base; then
         echo "transport $tl not found on softverbs" >&2
@@ -43,15 +44,12 @@ iters() {
     fi
 }
 
-# median FIELD ENV ARGS...: the median over $runs runs of one Final: field
-# (2: p50 latency us, 6: overall MB/s)
-median_of() {
-    local field=$1 envs=$2 i out
+# one Final: field of one run (2: p50 latency us, 6: overall MB/s)
+field_of() {
+    local field=$1 envs=$2 out
     shift 2
-    for i in $(seq "$runs"); do
-        out=$(perftest_pair "$envs" "$@") || continue
-        echo "$out" | awk -v f="$field" '{ print $f }'
-    done | median
+    out=$(perftest_pair "$envs" "$@") || return 1
+    echo "$out" | awk -v f="$field" '{ print $f }'
 }
 
 ratio() {
@@ -61,11 +59,17 @@ ratio() {
 printf "hcr vs rc_verbs on %s, median of %d runs\n" "$dev" "$runs"
 printf "%-12s %8s %12s %12s %8s %6s\n" test size hcr rc_verbs ratio goal
 
+# hcr and rc_verbs runs alternate, so that a slow period of the shared
+# host (softverbs' engine and both processes share 2 cores) hits both
 row() {
-    local name=$1 size=$2 field=$3 goal=$4 h r ok
+    local name=$1 size=$2 field=$3 goal=$4 h r ok i hs="" rs=""
     shift 4
-    h=$(median_of "$field" "$env_base $HCR_ENV" "$@" "${HCR_ARGS[@]}")
-    r=$(median_of "$field" "$env_base $REF_ENV" "$@" "${REF_ARGS[@]}")
+    for i in $(seq "$runs"); do
+        hs="$hs $(field_of "$field" "$env_base $HCR_ENV" "$@" "${HCR_ARGS[@]}")"
+        rs="$rs $(field_of "$field" "$env_base $REF_ENV" "$@" "${REF_ARGS[@]}")"
+    done
+    h=$(echo $hs | tr ' ' '\n' | median)
+    r=$(echo $rs | tr ' ' '\n' | median)
     ratio=$(ratio "$h" "$r")
     ok=$(awk -v x="$ratio" -v g="$goal" 'BEGIN {
             if (x == "nan") print "?";

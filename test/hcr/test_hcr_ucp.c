@@ -315,6 +315,61 @@ static void hcr_ucp_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     th_ucp_cleanup(&ucp);
 }
 
+/* ---- wakeup: the receiver sleeps in ucp_worker_wait() -------------------- */
+
+static void hcr_ucp_wakeup_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    ucp_request_param_t param = {0};
+    uint64_t buf[512];
+    double deadline;
+    th_ucp_t ucp;
+    void *req;
+    int i, sleeps = 0;
+
+    hcr_ucp_env(arg);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    th_oob_barrier(oob);
+
+    for (i = 0; i < 20; ++i) {
+        if (rank == 0) {
+            usleep(20000); /* let the receiver go to sleep */
+            th_fill_pattern(buf, sizeof(buf), i);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf,
+                    sizeof(buf), 9, &param), 30.0));
+            continue;
+        }
+        req      = ucp_tag_recv_nbx(ucp.worker, buf, sizeof(buf), 9,
+                                    (ucp_tag_t)-1, &param);
+        deadline = th_time() + 30.0;
+        while (UCS_PTR_IS_PTR(req) &&
+               (ucp_request_check_status(req) == UCS_INPROGRESS)) {
+            if (ucp_worker_progress(ucp.worker) == 0) {
+                ucs_status_t st = ucp_worker_arm(ucp.worker);
+                if (st == UCS_OK) {
+                    TH_ASSERT_UCS_OK(ucp_worker_wait(ucp.worker));
+                    ++sleeps;
+                } else {
+                    TH_ASSERT_EQ(st, UCS_ERR_BUSY);
+                }
+            }
+            TH_ASSERT(th_time() < deadline);
+        }
+        TH_ASSERT(!UCS_PTR_IS_ERR(req));
+        if (UCS_PTR_IS_PTR(req)) {
+            TH_ASSERT_UCS_OK(ucp_request_check_status(req));
+            ucp_request_free(req);
+        }
+        TH_CHECK_PATTERN(buf, sizeof(buf), i);
+    }
+    if (rank == 1) {
+        th_log("receiver slept %d times in ucp_worker_wait", sleeps);
+        TH_ASSERT_GT(sleeps, 0);
+    }
+    th_oob_barrier(oob);
+    th_ucp_cleanup(&ucp);
+}
+
 /* ---- errors: invalid rkey, killed peer --------------------------------- */
 
 /* rank 0 puts outside the region its rkey covers (the key alone cannot be
@@ -417,6 +472,7 @@ HCR_UCP_TEST(tag_stream, hcr_ucp_tag_rank)
 HCR_UCP_TEST(am, hcr_ucp_am_rank)
 HCR_UCP_TEST(rma_amo, hcr_ucp_rma_rank)
 HCR_UCP_TEST(bad_rkey, hcr_ucp_bad_rkey_rank)
+HCR_UCP_TEST(wakeup, hcr_ucp_wakeup_rank)
 
 TH_TEST_TIMEOUT(hcr_ucp, killed_peer, 150)
 {

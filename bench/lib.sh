@@ -8,9 +8,11 @@ PERFTEST=$UCX_HCR_PREFIX/bin/ucx_perftest
 SOFTVERBS_LIB=$UCX_HCR_PREFIX/lib/libsoftverbs.so
 
 # Environment that loads softverbs, or nothing when it is not installed
+# (softverbs enforces RLIMIT_MEMLOCK; UCX's verbs ifaces register more than
+# the 8 MiB default, so benchmarks lift it as an RDMA host would)
 softverbs_env() {
     if [ -f "$SOFTVERBS_LIB" ]; then
-        echo "LD_PRELOAD=$SOFTVERBS_LIB"
+        echo "LD_PRELOAD=$SOFTVERBS_LIB SOFTVERBS_MEMLOCK_LIMIT=${SOFTVERBS_MEMLOCK_LIMIT:-unlimited}"
     fi
 }
 

@@ -24,8 +24,11 @@ have_softverbs() {
 have_transport() {
     local tl=$1
     shift
-    env "$@" "$UCX_HCR_PREFIX/bin/ucx_info" -d 2>/dev/null | \
-        grep -q "Transport: $tl\$"
+    local out
+    # not a pipe into grep -q: under pipefail, ucx_info's SIGPIPE would
+    # make a match look like a failure
+    out=$(env "$@" "$UCX_HCR_PREFIX/bin/ucx_info" -d 2>/dev/null) || return 1
+    grep -q "Transport: $tl\$" <<< "$out"
 }
 
 bench_free_port() {

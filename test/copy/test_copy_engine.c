@@ -1,0 +1,332 @@
+/*
+ * The asynchronous copy engine (src/ucs/copy/): data integrity for every
+ * backend across sizes, offsets and batches; flow control; shutdown with
+ * copies in flight; bad input; configuration; helper placement.
+ */
+#define _GNU_SOURCE
+#include "th.h"
+
+#include <ucs/copy/copy_engine.h>
+#include <ucs/type/status.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define GUARD 64
+
+static ucs_copy_engine_t *engine_create(ucs_copy_backend_t backend)
+{
+    ucs_copy_engine_params_t params = {.backend = backend, .name = "test"};
+    ucs_copy_engine_t *engine;
+
+    TH_ASSERT_EQ(ucs_copy_engine_create(&params, &engine), UCS_OK);
+    return engine;
+}
+
+/* Copy and verify: the destination holds the pattern, its guards do not
+ * change, whatever the path (inline or queued) */
+static void copy_and_check(ucs_copy_engine_t *engine, size_t size,
+                           size_t src_off, size_t dst_off, uint64_t seed)
+{
+    uint8_t *src = malloc(size + src_off + 1);
+    uint8_t *dst = malloc(size + dst_off + 2 * GUARD);
+    ucs_copy_req_t req;
+    ucs_status_t status;
+    size_t i;
+
+    TH_ASSERT((src != NULL) && (dst != NULL));
+    th_fill_pattern(src + src_off, size, seed);
+    memset(dst, 0x5a, size + dst_off + 2 * GUARD);
+
+    status = ucs_copy_engine_post(engine, dst + GUARD + dst_off,
+                                  src + src_off, size, &req);
+    TH_ASSERT((status == UCS_OK) || (status == UCS_INPROGRESS));
+    TH_ASSERT_EQ(ucs_copy_engine_wait(engine, &req), UCS_OK);
+    TH_ASSERT_EQ(ucs_copy_req_test(&req), UCS_OK);
+
+    TH_CHECK_PATTERN(dst + GUARD + dst_off, size, seed);
+    for (i = 0; i < GUARD + dst_off; ++i) {
+        TH_ASSERT_EQ(dst[i], 0x5a);
+    }
+    for (i = 0; i < GUARD; ++i) {
+        TH_ASSERT_EQ(dst[GUARD + dst_off + size + i], 0x5a);
+    }
+    free(src);
+    free(dst);
+}
+
+static void sizes_test(ucs_copy_backend_t backend)
+{
+    static const size_t sizes[] = {0, 1, 63, 4095, 4096, 4097, 65536 + 7,
+                                   1024 * 1024 + 3, 16 * 1024 * 1024};
+    ucs_copy_engine_t *engine = engine_create(backend);
+    unsigned i;
+
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        copy_and_check(engine, sizes[i], 0, 0, i);
+        copy_and_check(engine, sizes[i], 1, 3, 100 + i);
+        copy_and_check(engine, sizes[i], 7, 0, 200 + i);
+    }
+    ucs_copy_engine_destroy(engine);
+}
+
+TH_TEST(copy_engine, sizes_memcpy)
+{
+    sizes_test(UCS_COPY_BACKEND_MEMCPY);
+}
+
+TH_TEST(copy_engine, sizes_thread)
+{
+    sizes_test(UCS_COPY_BACKEND_THREAD);
+}
+
+TH_TEST(copy_engine, sizes_thread_split)
+{
+    /* several helpers share each large copy in 64 KiB pieces */
+    setenv("UCX_HCR_COPY_THREADS", "3", 1);
+    setenv("UCX_HCR_COPY_CHUNK", "64k", 1);
+    sizes_test(UCS_COPY_BACKEND_THREAD);
+}
+
+static void batch_test(ucs_copy_backend_t backend)
+{
+    enum { N = 16 };
+    ucs_copy_engine_t *engine = engine_create(backend);
+    ucs_copy_iov_t iov[N];
+    uint8_t *src[N], *dst[N];
+    ucs_copy_req_t req;
+    ucs_status_t status;
+    size_t len[N];
+    int i;
+
+    for (i = 0; i < N; ++i) {
+        len[i] = (i == 3) ? 0 : (size_t)(i * i * 7919 + 1);
+        src[i] = malloc(len[i] + 1);
+        dst[i] = calloc(1, len[i] + 1);
+        th_fill_pattern(src[i], len[i], 50 + i);
+        iov[i].src    = src[i];
+        iov[i].dst    = dst[i];
+        iov[i].length = len[i];
+    }
+
+    status = ucs_copy_engine_post_iov(engine, iov, N, &req);
+    TH_ASSERT((status == UCS_OK) || (status == UCS_INPROGRESS));
+    TH_ASSERT_EQ(ucs_copy_engine_wait(engine, &req), UCS_OK);
+    for (i = 0; i < N; ++i) {
+        TH_CHECK_PATTERN(dst[i], len[i], 50 + i);
+        free(src[i]);
+        free(dst[i]);
+    }
+    ucs_copy_engine_destroy(engine);
+}
+
+TH_TEST(copy_engine, batch_memcpy)
+{
+    batch_test(UCS_COPY_BACKEND_MEMCPY);
+}
+
+TH_TEST(copy_engine, batch_thread)
+{
+    setenv("UCX_HCR_COPY_THREADS", "2", 1);
+    setenv("UCX_HCR_COPY_CHUNK", "4k", 1);
+    batch_test(UCS_COPY_BACKEND_THREAD);
+}
+
+/* A full queue refuses posts with UCS_ERR_NO_RESOURCE and loses nothing */
+TH_TEST(copy_engine, queue_full)
+{
+    enum { N = 64, SIZE = 1024 * 1024 };
+    ucs_copy_req_t req[N];
+    ucs_copy_engine_t *engine;
+    int i, refused = 0, posted = 0;
+    uint8_t *src, *dst;
+    ucs_status_t status;
+
+    setenv("UCX_HCR_COPY_QUEUE_LEN", "4", 1);
+    engine = engine_create(UCS_COPY_BACKEND_THREAD);
+    src    = malloc(SIZE);
+    dst    = malloc((size_t)N * SIZE);
+    TH_ASSERT((src != NULL) && (dst != NULL));
+    th_fill_pattern(src, SIZE, 9);
+
+    for (i = 0; i < N; ++i) {
+        while ((status = ucs_copy_engine_post(engine, dst + (size_t)i * SIZE,
+                                              src, SIZE, &req[i])) ==
+               UCS_ERR_NO_RESOURCE) {
+            ++refused;
+            /* a refused post leaves its request untouched by the engine */
+            TH_ASSERT_EQ(ucs_copy_req_test(&req[i]), UCS_ERR_NO_RESOURCE);
+            sched_yield();
+        }
+        TH_ASSERT((status == UCS_OK) || (status == UCS_INPROGRESS));
+        ++posted;
+    }
+    for (i = 0; i < N; ++i) {
+        TH_ASSERT_EQ(ucs_copy_engine_wait(engine, &req[i]), UCS_OK);
+        TH_CHECK_PATTERN(dst + (size_t)i * SIZE, SIZE, 9);
+    }
+    TH_ASSERT_EQ(posted, N);
+    /* 64 posts of 1 MiB into a queue of 4: the limit must have been hit */
+    TH_ASSERT_GT(refused, 0);
+    ucs_copy_engine_destroy(engine);
+    free(src);
+    free(dst);
+}
+
+/* Destroy with copies queued and running: each request ends with a final
+ * status, UCS_OK ones hold the data, the others are UCS_ERR_CANCELED */
+TH_TEST(copy_engine, destroy_in_flight)
+{
+    enum { N = 32, SIZE = 4 * 1024 * 1024 };
+    ucs_copy_req_t req[N];
+    ucs_copy_engine_t *engine;
+    int i, ok = 0, canceled = 0;
+    uint8_t *src, *dst;
+    ucs_status_t status;
+
+    setenv("UCX_HCR_COPY_QUEUE_LEN", "64", 1);
+    engine = engine_create(UCS_COPY_BACKEND_THREAD);
+    src    = malloc(SIZE);
+    dst    = calloc(N, SIZE);
+    TH_ASSERT((src != NULL) && (dst != NULL));
+    th_fill_pattern(src, SIZE, 3);
+
+    for (i = 0; i < N; ++i) {
+        status = ucs_copy_engine_post(engine, dst + (size_t)i * SIZE, src,
+                                      SIZE, &req[i]);
+        TH_ASSERT_EQ(status, UCS_INPROGRESS);
+    }
+    ucs_copy_engine_destroy(engine);
+
+    for (i = 0; i < N; ++i) {
+        status = ucs_copy_req_test(&req[i]);
+        if (status == UCS_OK) {
+            TH_CHECK_PATTERN(dst + (size_t)i * SIZE, SIZE, 3);
+            ++ok;
+        } else {
+            TH_ASSERT_EQ(status, UCS_ERR_CANCELED);
+            ++canceled;
+        }
+    }
+    th_log("destroy with %d copies of 4 MiB in flight: %d done, %d canceled",
+           N, ok, canceled);
+    TH_ASSERT_EQ(ok + canceled, N);
+    free(src);
+    free(dst);
+}
+
+TH_TEST(copy_engine, invalid_param)
+{
+    ucs_copy_engine_t *engine = engine_create(UCS_COPY_BACKEND_THREAD);
+    ucs_copy_iov_t iov[2];
+    char buf[16384];
+    ucs_copy_req_t req;
+
+    TH_ASSERT_EQ(ucs_copy_engine_post(engine, NULL, buf, 10, &req),
+                 UCS_ERR_INVALID_PARAM);
+    TH_ASSERT_EQ(ucs_copy_engine_post(engine, buf, NULL, 10000, &req),
+                 UCS_ERR_INVALID_PARAM);
+    /* a NULL buffer of length 0 is a valid empty copy */
+    TH_ASSERT_EQ(ucs_copy_engine_post(engine, NULL, NULL, 0, &req), UCS_OK);
+
+    iov[0].dst = buf;
+    iov[0].src = buf + 8192;
+    iov[0].length = 8192;
+    iov[1].dst = NULL;
+    iov[1].src = buf;
+    iov[1].length = 1;
+    TH_ASSERT_EQ(ucs_copy_engine_post_iov(engine, iov, 2, &req),
+                 UCS_ERR_INVALID_PARAM);
+    ucs_copy_engine_destroy(engine);
+}
+
+TH_TEST(copy_engine, config_selects_backend)
+{
+    ucs_copy_engine_attr_t attr;
+    ucs_copy_engine_t *engine;
+
+    setenv("UCX_HCR_COPY_ENGINE", "memcpy", 1);
+    TH_ASSERT_EQ(ucs_copy_engine_create(NULL, &engine), UCS_OK);
+    ucs_copy_engine_query(engine, &attr);
+    TH_ASSERT_EQ(attr.backend, UCS_COPY_BACKEND_MEMCPY);
+    TH_ASSERT_EQ(attr.num_threads, 0);
+    ucs_copy_engine_destroy(engine);
+
+    setenv("UCX_HCR_COPY_ENGINE", "thread", 1);
+    setenv("UCX_HCR_COPY_THREADS", "2", 1);
+    setenv("UCX_HCR_COPY_INLINE_THRESH", "1k", 1);
+    TH_ASSERT_EQ(ucs_copy_engine_create(NULL, &engine), UCS_OK);
+    ucs_copy_engine_query(engine, &attr);
+    TH_ASSERT_EQ(attr.backend, UCS_COPY_BACKEND_THREAD);
+    TH_ASSERT_EQ(attr.num_threads, 2);
+    TH_ASSERT_EQ(attr.inline_thresh, 1024);
+    TH_ASSERT_STR_EQ(ucs_copy_backend_name(attr.backend), "thread");
+    ucs_copy_engine_destroy(engine);
+
+    /* a bad value is an error, not a silent default */
+    setenv("UCX_HCR_COPY_ENGINE", "warp-drive", 1);
+    TH_ASSERT_NE(ucs_copy_engine_create(NULL, &engine), UCS_OK);
+}
+
+/* With more than one core, helpers avoid the creating thread's core */
+TH_TEST(copy_engine, helper_placement)
+{
+    char path[256], line[256];
+    cpu_set_t self;
+    int found = 0;
+    ucs_copy_engine_t *engine;
+    struct dirent *ent;
+    DIR *dir;
+    FILE *f;
+
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        TH_SKIP("one core: helpers cannot avoid the caller's core");
+    }
+
+    /* move to core 0, then allow cores 0 and 1: the engine sees the
+     * caller on core 0 with core 1 free for its helper */
+    CPU_ZERO(&self);
+    CPU_SET(0, &self);
+    TH_ASSERT_EQ(sched_setaffinity(0, sizeof(self), &self), 0);
+    TH_ASSERT_EQ(sched_getcpu(), 0);
+    CPU_SET(1, &self);
+    TH_ASSERT_EQ(sched_setaffinity(0, sizeof(self), &self), 0);
+
+    engine = engine_create(UCS_COPY_BACKEND_THREAD);
+    dir    = opendir("/proc/self/task");
+    TH_ASSERT(dir != NULL);
+    while ((ent = readdir(dir)) != NULL) {
+        if (ent->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", ent->d_name);
+        f = fopen(path, "r");
+        if ((f == NULL) || (fgets(line, sizeof(line), f) == NULL) ||
+            strncmp(line, "ucs_copy", 8)) {
+            if (f != NULL) {
+                fclose(f);
+            }
+            continue;
+        }
+        fclose(f);
+        snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+                 ent->d_name);
+        f = fopen(path, "r");
+        TH_ASSERT(f != NULL);
+        while (fgets(line, sizeof(line), f) != NULL) {
+            if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+                th_log("helper %s: %s", ent->d_name, line);
+                TH_ASSERT_STR_EQ(line + 18, "\t1\n");
+                found = 1;
+            }
+        }
+        fclose(f);
+    }
+    closedir(dir);
+    TH_ASSERT(found);
+    ucs_copy_engine_destroy(engine);
+}

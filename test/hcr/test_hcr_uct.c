@@ -856,6 +856,84 @@ static void hcr_t_notify_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     hcr_t_teardown(&ctx);
 }
 
+/* ---- flush with cancel: outstanding operations complete, nothing hangs -- */
+
+typedef struct {
+    uct_completion_t super;
+    int              done;
+    int              canceled;
+} hcr_t_count_comp_t;
+
+static void hcr_t_count_cb(uct_completion_t *self)
+{
+    hcr_t_count_comp_t *c = ucs_container_of(self, hcr_t_count_comp_t, super);
+
+    c->done     = 1;
+    c->canceled = (self->status == UCS_ERR_CANCELED);
+}
+
+static void hcr_t_cancel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    hcr_t_count_comp_t ops[64], flush;
+    const size_t length = 65536;
+    int i, posted = 0, done, canceled = 0;
+    ucs_status_t status;
+    hcr_t_ctx_t ctx;
+    double deadline;
+    uct_iov_t iov;
+    char go;
+
+    hcr_t_setup(&ctx, oob, rank, arg);
+    if (rank == 1) {
+        th_uct_oob_recv(&ctx.uct, oob, 0, &go, 1);
+        hcr_t_teardown(&ctx);
+        return;
+    }
+
+    iov.buffer = ctx.buf;
+    iov.length = length;
+    iov.memh   = ctx.memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    for (i = 0; i < 64; ++i) {
+        ops[i].super.func   = hcr_t_count_cb;
+        ops[i].super.count  = 1;
+        ops[i].super.status = UCS_OK;
+        ops[i].done         = 0;
+        status = uct_ep_put_zcopy(ctx.ep, &iov, 1, ctx.raddr + i * length,
+                                  ctx.rkey.rkey, &ops[i].super);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            break;
+        }
+        TH_ASSERT_EQ(status, UCS_INPROGRESS);
+        ++posted;
+    }
+
+    flush.super.func   = hcr_t_count_cb;
+    flush.super.count  = 1;
+    flush.super.status = UCS_OK;
+    flush.done         = 0;
+    status = uct_ep_flush(ctx.ep, UCT_FLUSH_FLAG_CANCEL, &flush.super);
+    TH_ASSERT((status == UCS_OK) || (status == UCS_INPROGRESS));
+    if (status == UCS_OK) {
+        flush.done = 1;
+    }
+
+    deadline = th_time() + 30.0;
+    do {
+        uct_worker_progress(ctx.uct.worker);
+        TH_ASSERT(th_time() < deadline);
+        for (i = 0, done = 0, canceled = 0; i < posted; ++i) {
+            done     += ops[i].done;
+            canceled += ops[i].canceled;
+        }
+    } while (!flush.done || (done < posted));
+    th_log("%s: %d puts, %d canceled by flush(CANCEL)", (char*)arg, posted,
+           canceled);
+    th_oob_send(oob, 1, "d", 1);
+    hcr_t_teardown(&ctx);
+}
+
 /* ---- the suite, on hcr and on rc_verbs --------------------------------------- */
 
 /* UCX's receive pools exceed the default 8 MiB memlock that softverbs
@@ -877,3 +955,4 @@ HCR_T_BOTH(order_fence, hcr_t_order_rank)
 HCR_T_BOTH(pending, hcr_t_pending_rank)
 HCR_T_BOTH(many_eps, hcr_t_many_eps_rank)
 HCR_T_BOTH(put_notify, hcr_t_notify_rank)
+HCR_T_BOTH(flush_cancel, hcr_t_cancel_rank)

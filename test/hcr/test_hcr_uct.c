@@ -19,7 +19,9 @@ ucs_status_t
 uct_ep_put_notify_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
                         uint64_t remote_addr, uct_rkey_t rkey, uint8_t am_id,
                         uint32_t notify_data, uct_completion_t *comp);
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define HCR_T_AM_ID     7
 #define HCR_T_NOTIFY_ID 9
@@ -38,6 +40,48 @@ typedef struct {
     int         rank;
 } hcr_t_ctx_t;
 
+/* set before hcr_t_setup(): open the iface with an error handler (peer
+ * failure mode) that records the first error here */
+static int          hcr_t_err_mode;
+static ucs_status_t hcr_t_ep_error = UCS_OK;
+
+static ucs_status_t hcr_t_err_cb(void *arg, uct_ep_h ep, ucs_status_t status)
+{
+    if (hcr_t_ep_error == UCS_OK) {
+        hcr_t_ep_error = status;
+    }
+    return UCS_OK;
+}
+
+/* reopen the fixture's iface with the error handler */
+static void hcr_t_reopen_with_err_handler(th_uct_t *uct)
+{
+    uct_iface_params_t params = {0};
+    uct_iface_config_t *config;
+
+    uct_iface_close(uct->iface);
+    TH_ASSERT_UCS_OK(uct_md_iface_config_read(uct->md, uct->tl_name, NULL,
+                                              NULL, &config));
+    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                  UCT_IFACE_PARAM_FIELD_DEVICE |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = uct->tl_name;
+    params.mode.device.dev_name = uct->dev_name;
+    params.err_handler          = hcr_t_err_cb;
+    params.err_handler_arg      = NULL;
+    params.err_handler_flags    = 0;
+    TH_ASSERT_UCS_OK(uct_iface_open(uct->md, uct->worker, &params, config,
+                                    &uct->iface));
+    uct_config_release(config);
+    TH_ASSERT_UCS_OK(uct_iface_query(uct->iface, &uct->iface_attr));
+    TH_ASSERT(uct->iface_attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
+    uct_iface_progress_enable(uct->iface,
+                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+}
+
 static void hcr_t_setup(hcr_t_ctx_t *ctx, th_oob_t *oob, int rank,
                         const char *tl)
 {
@@ -49,6 +93,10 @@ static void hcr_t_setup(hcr_t_ctx_t *ctx, th_oob_t *oob, int rank,
     }
     if (th_uct_open(&ctx->uct, tl, NULL) != UCS_OK) {
         TH_SKIP("no device for transport %s", tl);
+    }
+    if (hcr_t_err_mode) {
+        setenv("UCX_LOG_LEVEL", "fatal", 1); /* expected errors */
+        hcr_t_reopen_with_err_handler(&ctx->uct);
     }
     ctx->oob  = oob;
     ctx->rank = rank;
@@ -934,6 +982,114 @@ static void hcr_t_cancel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     hcr_t_teardown(&ctx);
 }
 
+/* ---- errors with error handling on: bad rkey, killed peer ----------------- */
+
+/* a put outside the region the rkey covers fails the endpoint (remote access
+ * error): the operation completes with an error and the handler runs once */
+static void hcr_t_bad_rkey_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    hcr_t_comp_t comp;
+    ucs_status_t status;
+    hcr_t_ctx_t ctx;
+    double deadline;
+    uct_iov_t iov;
+    char go;
+
+    hcr_t_err_mode = 1;
+    hcr_t_setup(&ctx, oob, rank, arg);
+    if (rank == 1) {
+        th_uct_oob_recv(&ctx.uct, oob, 0, &go, 1);
+        _exit(0);
+    }
+
+    iov.buffer = ctx.buf;
+    iov.length = 4096;
+    iov.memh   = ctx.memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    hcr_t_comp_init(&comp);
+    status = uct_ep_put_zcopy(ctx.ep, &iov, 1, ctx.raddr + (256ul << 20),
+                              ctx.rkey.rkey, &comp.super);
+    TH_ASSERT_EQ(status, UCS_INPROGRESS);
+    deadline = th_time() + 30.0;
+    while ((comp.status == UCS_INPROGRESS) || (hcr_t_ep_error == UCS_OK)) {
+        uct_worker_progress(ctx.uct.worker);
+        TH_ASSERT(th_time() < deadline);
+    }
+    th_log("%s: put with a bad rkey completed with %s, ep error %s",
+           (char*)arg, ucs_status_string(comp.status),
+           ucs_status_string(hcr_t_ep_error));
+    TH_ASSERT(comp.status != UCS_OK);
+    TH_ASSERT(hcr_t_ep_error != UCS_OK);
+    th_oob_send(oob, 1, "d", 1);
+    _exit(0); /* the endpoint is failed: no orderly teardown */
+}
+
+/* the peer dies mid-transfer: puts in flight fail and the error handler
+ * reports it (not a hang) */
+static void hcr_t_killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    hcr_t_comp_t comp;
+    ucs_status_t status;
+    hcr_t_ctx_t ctx;
+    double deadline;
+    uct_iov_t iov;
+    int n = 0;
+
+    hcr_t_err_mode = 1;
+    setenv("UCX_RC_TIMEOUT", "100ms", 1);
+    setenv("UCX_RC_RETRY_COUNT", "3", 1);
+    hcr_t_setup(&ctx, oob, rank, arg);
+    th_oob_barrier(oob);
+    if (rank == 1) {
+        raise(SIGKILL);
+    }
+
+    iov.buffer = ctx.buf;
+    iov.length = 65536;
+    iov.memh   = ctx.memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    deadline   = th_time() + 90.0;
+    while (hcr_t_ep_error == UCS_OK) {
+        hcr_t_comp_init(&comp);
+        HCR_T_RETRY(&ctx, status,
+                    uct_ep_put_zcopy(ctx.ep, &iov, 1, ctx.raddr,
+                                     ctx.rkey.rkey, &comp.super));
+        while ((status == UCS_INPROGRESS) &&
+               (comp.status == UCS_INPROGRESS)) {
+            uct_worker_progress(ctx.uct.worker);
+            TH_ASSERT(th_time() < deadline);
+        }
+        ++n;
+        TH_ASSERT(th_time() < deadline);
+    }
+    th_log("%s: killed peer reported as %s after %d puts", (char*)arg,
+           ucs_status_string(hcr_t_ep_error), n);
+    _exit(0);
+}
+
+static void hcr_t_run_killed(const char *tl)
+{
+    int status[2];
+    th_procs_t *p;
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    p = th_procs_start(2, hcr_t_killed_rank, (void*)tl);
+    th_procs_wait(p, status);
+    if ((status[0] == TH_EXIT_SKIP) || (status[1] == TH_EXIT_SKIP)) {
+        TH_SKIP("no device for %s", tl);
+    }
+    TH_ASSERT_EQ(status[0], 0);
+    TH_ASSERT_EQ(status[1], 128 + SIGKILL);
+}
+
+TH_TEST_TIMEOUT(hcr_uct, killed_peer_hcr, 150) { hcr_t_run_killed("hcr"); }
+TH_TEST_TIMEOUT(hcr_uct, killed_peer_rc_verbs, 150)
+{
+    hcr_t_run_killed("rc_verbs");
+}
+
 /* ---- the suite, on hcr and on rc_verbs --------------------------------------- */
 
 /* UCX's receive pools exceed the default 8 MiB memlock that softverbs
@@ -956,3 +1112,4 @@ HCR_T_BOTH(pending, hcr_t_pending_rank)
 HCR_T_BOTH(many_eps, hcr_t_many_eps_rank)
 HCR_T_BOTH(put_notify, hcr_t_notify_rank)
 HCR_T_BOTH(flush_cancel, hcr_t_cancel_rank)
+HCR_T_BOTH(bad_rkey, hcr_t_bad_rkey_rank)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Export ucx-hcr as a patch series against pristine UCX 1.13.1, ready for an
-# upstream-style review: first the glue patches (changes to UCX's own files,
-# contrib/ucx-glue/*.patch, each with its description), then one patch per
-# directory of new files from src/. The series applies with `patch -p1` (or
+# upstream-style review: one patch per directory of new files from src/, then
+# the glue patches (changes to UCX's own files, contrib/ucx-glue/*.patch, each
+# with its description) that wire them into the build. The series applies with `patch -p1` (or
 # `git am`) to a pristine UCX 1.13.1 tree.
 #
 #   export-patches.sh [-o OUTDIR] [-s UCX_SRC] [--apply-to DIR]
@@ -51,17 +51,9 @@ git add -A
 git commit -q -m "UCX 1.13.1"
 base=$(git rev-parse HEAD)
 
-# 1. glue: the patch header (text before the first diff) is the message
-for p in "$top"/contrib/ucx-glue/*.patch; do
-    [ -f "$p" ] || continue
-    patch -p1 -s --no-backup-if-mismatch < "$p"
-    msg=$(sed -n '/^\(diff \|--- \|Index: \)/q;p' "$p")
-    [ -n "$msg" ] || msg="glue: $(basename "$p" .patch)"
-    git add -A
-    git commit -q -m "$msg"
-done
-
-# 2. new files, one commit per directory, in path order
+# 1. new files, one commit per directory, in path order: they come first
+#    because they are inert until the glue wires them into the build, so
+#    every commit of the series builds
 [ -d "$top/src" ] || mkdir -p "$work/empty-src"
 (cd "$top/src" 2>/dev/null || cd "$work/empty-src"; find . -type f ! -name '*~' ! -name '.*' | sed 's|^\./||' |
     sort) > "$work/files"
@@ -75,6 +67,16 @@ for dir in $(xargs -r -n1 dirname < "$work/files" | sort -u); do
         git commit -q -m "src/$dir: add ucx-hcr files" \
             -m "$(grep "^$dir/[^/]*\$" "$work/files" | sed 's|^|  src/|')"
     fi
+done
+
+# 2. glue: the patch header (text before the first diff) is the message
+for p in "$top"/contrib/ucx-glue/*.patch; do
+    [ -f "$p" ] || continue
+    patch -p1 -s --no-backup-if-mismatch < "$p"
+    msg=$(sed -n '/^\(diff \|--- \|Index: \)/q;p' "$p")
+    [ -n "$msg" ] || msg="glue: $(basename "$p" .patch)"
+    git add -A
+    git commit -q -m "$msg"
 done
 
 rm -rf "$out"

@@ -134,8 +134,17 @@ static void hcr_t_done(hcr_t_ctx_t *ctx)
 
 static void hcr_t_teardown(hcr_t_ctx_t *ctx)
 {
+    double until;
+
     th_oob_barrier(ctx->oob);
     uct_ep_destroy(ctx->ep);
+    /* let the QP's LAST_WQE_REACHED event be handled before the iface and
+     * worker go away: UCX 1.13.1's async thread can otherwise schedule its
+     * callback on a destroyed worker (seen on rc_verbs and hcr alike) */
+    until = th_time() + 0.05;
+    while (th_time() < until) {
+        uct_worker_progress(ctx->uct.worker);
+    }
     uct_rkey_release(ctx->uct.component, &ctx->rkey);
     uct_md_mem_dereg(ctx->uct.md, ctx->memh);
     free(ctx->buf);

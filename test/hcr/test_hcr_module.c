@@ -2,11 +2,12 @@
  * The hcr module itself: it is listed by ucx_info on the verbs device with
  * its UCX_HCR_* configuration, and its interface owns a registered staging
  * pool of the configured size (reached through the module's exported
- * accessor, as in-tree protocols do).
+ * accessor, as in-tree protocols do), and reports the configured costs.
  */
 #include "th_ucx.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -60,10 +61,19 @@ static void hcr_mod_staging_rank(th_oob_t *oob, int rank, int nprocs,
 
     setenv("UCX_HCR_STAGING_COUNT", "8", 1);
     setenv("UCX_HCR_STAGING_BUF_SIZE", "16k", 1);
+    /* the costs the calibration fills reach the interface attributes */
+    setenv("UCX_HCR_BANDWIDTH", "1234MBs", 1);
+    setenv("UCX_HCR_LATENCY", "3us", 1);
+    setenv("UCX_HCR_OVERHEAD", "100ns", 1);
     if (!th_have_verbs_device("softverbs") ||
         (th_uct_open(&uct, "hcr", NULL) != UCS_OK)) {
         TH_SKIP("no hcr device");
     }
+
+    TH_ASSERT(fabs(uct.iface_attr.bandwidth.shared - 1234.0 * 1024 * 1024) <
+              1.0);
+    TH_ASSERT(fabs(uct.iface_attr.latency.c - 3e-6) < 1e-9);
+    TH_ASSERT(fabs(uct.iface_attr.overhead - 100e-9) < 1e-12);
 
     /* the module is loaded RTLD_LOCAL by UCX; look its symbols up by handle */
     dl = dlopen("libuct_ib_hcr.so.0", RTLD_LAZY | RTLD_NOLOAD);

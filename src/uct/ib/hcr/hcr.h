@@ -66,6 +66,8 @@ typedef struct uct_hcr_perf {
     double reg_overhead; /* memory registration, fixed part, seconds */
     double reg_growth;   /* memory registration, seconds per byte */
     double overhead;     /* software overhead per operation, seconds */
+    double bandwidth;    /* network bandwidth, bytes/s; auto: the device's */
+    double latency;      /* network latency, seconds; 0: the device's */
 } uct_hcr_perf_t;
 
 
@@ -79,6 +81,8 @@ typedef struct uct_hcr_iface_config {
     double                reg_overhead;
     double                reg_growth;
     double                overhead;
+    double                bandwidth;
+    double                latency;
 } uct_hcr_iface_config_t;
 
 

@@ -71,6 +71,16 @@ static ucs_config_field_t uct_hcr_iface_config_table[] = {
    "attributes.",
    ucs_offsetof(uct_hcr_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME},
 
+  {"BANDWIDTH", "auto",
+   "Network bandwidth reported in the interface attributes. auto: the\n"
+   "device's port speed; a measured value replaces it (calibration).",
+   ucs_offsetof(uct_hcr_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW},
+
+  {"LATENCY", "0",
+   "Network latency reported in the interface attributes. 0: the device's\n"
+   "default; a measured value replaces it (calibration).",
+   ucs_offsetof(uct_hcr_iface_config_t, latency), UCS_CONFIG_TYPE_TIME},
+
   {NULL}
 };
 
@@ -252,6 +262,14 @@ uct_hcr_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *iface_attr)
     iface_attr->cap.flags |= UCT_IFACE_FLAG_EP_CHECK;
     iface_attr->latency.m += 1e-9; /* per extra QP */
     iface_attr->overhead   = iface->perf.overhead;
+    if (!UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
+        /* shared by the processes on the port, as the IB model has it */
+        iface_attr->bandwidth.dedicated = 0;
+        iface_attr->bandwidth.shared    = iface->perf.bandwidth;
+    }
+    if (iface->perf.latency != 0) {
+        iface_attr->latency.c = iface->perf.latency;
+    }
 
     iface_attr->ep_addr_len = sizeof(uct_hcr_ep_address_t);
     if (md->ops->get_atomic_mr_id(md, &mr_id) == UCS_OK) {
@@ -350,6 +368,8 @@ static void uct_hcr_iface_init_perf(uct_hcr_iface_t *iface,
     iface->perf.reg_overhead = config->reg_overhead;
     iface->perf.reg_growth   = config->reg_growth;
     iface->perf.overhead     = config->overhead;
+    iface->perf.bandwidth    = config->bandwidth;
+    iface->perf.latency      = config->latency;
 
     if ((config->reg_overhead != 0) || (config->reg_growth != 0)) {
         md->reg_cost = ucs_linear_func_make(config->reg_overhead,

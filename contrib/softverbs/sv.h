@@ -377,6 +377,10 @@ typedef struct sv_qp {
     sv_qp_t           *peer;
     struct sv_qp      *eng_next;
     struct sv_qp      *ctx_next;
+    /* async events handed out by ibv_get_async_event (async_lock); the
+     * acked count is ibqp.events_completed, and destroy waits for both to
+     * match, as verbs requires */
+    uint32_t           events_reported;
 } sv_qp_priv_t;
 
 /* data path entry points, installed in ibv_context.ops */
@@ -409,6 +413,7 @@ void sv_async_raise(uint32_t *bits, uint32_t bit, int owner, int fd,
                     uint64_t ctx_id);
 void sv_rq_consumed(sv_qp_t *peer, sv_rq_t *rq);
 void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev);
+void sv_async_drop_qp(sv_context_t *ctx, struct ibv_qp *ibqp);
 uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);
 
 const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,

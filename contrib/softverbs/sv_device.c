@@ -486,6 +486,23 @@ SV_EXPORT void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
 
 /* ---------------------------------------------------------------------- */
 
+static int sv_async_is_qp_event(enum ibv_event_type type)
+{
+    switch (type) {
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev)
 {
     uint64_t one = 1;
@@ -498,6 +515,28 @@ void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev)
         }
     }
     pthread_mutex_unlock(&ctx->async_lock);
+}
+
+/*
+ * Forget the queued, not yet read events of a QP that is being destroyed,
+ * as the kernel does for a destroyed uobject: a consumer must never get an
+ * event whose element points at a freed QP (UCX reads qp->qp_num from it,
+ * possibly while it tears the device down). The eventfd count stays; a read
+ * that finds no event returns EAGAIN. async_lock held.
+ */
+void sv_async_drop_qp(sv_context_t *ctx, struct ibv_qp *ibqp)
+{
+    unsigned head = ctx->async_head, tail = ctx->async_tail, i, keep = head;
+    struct ibv_async_event *ev;
+
+    for (i = head; i != tail; ++i) {
+        ev = &ctx->async_q[i % 256];
+        if (sv_async_is_qp_event(ev->event_type) && (ev->element.qp == ibqp)) {
+            continue;
+        }
+        ctx->async_q[keep++ % 256] = *ev;
+    }
+    ctx->async_tail = keep;
 }
 
 /* an event another process raised on one of our QPs; async_lock held */
@@ -558,6 +597,9 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *context,
     } else {
         ret = sv_async_take_remote(ctx, event);
     }
+    if ((ret == 0) && sv_async_is_qp_event(event->event_type)) {
+        ++((sv_qp_priv_t *)event->element.qp)->events_reported;
+    }
     pthread_mutex_unlock(&ctx->async_lock);
     if (ret != 0) {
         errno = EAGAIN;
@@ -567,7 +609,15 @@ SV_EXPORT int ibv_get_async_event(struct ibv_context *context,
 
 SV_EXPORT void ibv_ack_async_event(struct ibv_async_event *event)
 {
-    (void)event;
+    struct ibv_qp *qp = event->element.qp;
+
+    if (!sv_async_is_qp_event(event->event_type)) {
+        return;
+    }
+    pthread_mutex_lock(&qp->mutex);
+    ++qp->events_completed;
+    pthread_cond_broadcast(&qp->cond);
+    pthread_mutex_unlock(&qp->mutex);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -577,6 +577,7 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
 SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 {
     sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp, **pp;
+    uint32_t reported;
 
     pthread_mutex_lock(&qp->ctx->async_lock);
     for (pp = &qp->ctx->qps; *pp != NULL; pp = &(*pp)->ctx_next) {
@@ -585,7 +586,17 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
             break;
         }
     }
+    sv_async_drop_qp(qp->ctx, ibqp);
+    reported = qp->events_reported;
     pthread_mutex_unlock(&qp->ctx->async_lock);
+
+    /* events already handed out must be acked first: their element points
+     * at this QP */
+    pthread_mutex_lock(&ibqp->mutex);
+    while (ibqp->events_completed != reported) {
+        pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
+    }
+    pthread_mutex_unlock(&ibqp->mutex);
     sv_engine_remove(qp);
     sv_lock(&qp->s->rq.lock);
     SV_STORE(&qp->s->state, IBV_QPS_RESET);

@@ -8,9 +8,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 typedef struct {
     svt_ep_t       a, b;
@@ -298,6 +300,68 @@ TH_TEST(softverbs, last_wqe_reached)
     TH_ASSERT_EQ(poll(&pfd, 1, 0), 0);
     TH_ASSERT_EQ(ibv_get_async_event(l.b.ctx, &ev), -1);
     TH_ASSERT_EQ(errno, EAGAIN);
+    loop_close(&l);
+}
+
+/* a QP event not yet read when its QP is destroyed is dropped, as the
+ * kernel does: reading it later would hand out a pointer to a freed QP */
+TH_TEST(softverbs, async_event_dropped_on_destroy)
+{
+    struct ibv_async_event ev;
+    struct ibv_qp_attr a;
+    svt_loop_t l;
+
+    loop_open(&l, 1, 7, 14);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    TH_ASSERT_EQ(ibv_modify_qp(l.b.qp, &a, IBV_QP_STATE), 0);
+    TH_ASSERT_EQ(ibv_destroy_qp(l.b.qp), 0);
+    l.b.qp = NULL;
+    TH_ASSERT_EQ(fcntl(l.b.ctx->async_fd, F_SETFL,
+                       fcntl(l.b.ctx->async_fd, F_GETFL) | O_NONBLOCK), 0);
+    TH_ASSERT_EQ(ibv_get_async_event(l.b.ctx, &ev), -1);
+    TH_ASSERT_EQ(errno, EAGAIN);
+    loop_close(&l);
+}
+
+typedef struct {
+    struct ibv_qp *qp;
+    int            done;
+} destroy_arg_t;
+
+static void *destroy_thread(void *arg)
+{
+    destroy_arg_t *d = arg;
+
+    d->done = (ibv_destroy_qp(d->qp) == 0) ? 1 : -1;
+    return NULL;
+}
+
+/* ibv_destroy_qp returns only after the events it reported were acked */
+TH_TEST(softverbs, destroy_qp_waits_for_ack)
+{
+    struct ibv_async_event ev;
+    struct ibv_qp_attr a;
+    destroy_arg_t d;
+    pthread_t thread;
+    svt_loop_t l;
+
+    loop_open(&l, 1, 7, 14);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    TH_ASSERT_EQ(ibv_modify_qp(l.b.qp, &a, IBV_QP_STATE), 0);
+    TH_ASSERT_EQ(ibv_get_async_event(l.b.ctx, &ev), 0);
+    TH_ASSERT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+    d.qp   = l.b.qp;
+    d.done = 0;
+    TH_ASSERT_EQ(pthread_create(&thread, NULL, destroy_thread, &d), 0);
+    usleep(200000);
+    TH_ASSERT_EQ(__atomic_load_n(&d.done, __ATOMIC_ACQUIRE), 0);
+    TH_ASSERT_EQ(ev.element.qp->qp_num, l.b.qp->qp_num); /* still valid */
+    ibv_ack_async_event(&ev);
+    TH_ASSERT_EQ(pthread_join(thread, NULL), 0);
+    TH_ASSERT_EQ(d.done, 1);
+    l.b.qp = NULL;
     loop_close(&l);
 }
 

@@ -11,7 +11,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-runs=${1:-5}
+runs=${1:-7}
 dev=softverbs0:1
 sizes="8 4096 65536 1048576"
 

@@ -117,6 +117,19 @@ void th_ucp_cleanup(th_ucp_t *ucp)
     memset(ucp, 0, sizeof(*ucp));
 }
 
+ucp_mem_h th_ucp_mem_map(th_ucp_t *ucp, void *address, size_t length)
+{
+    ucp_mem_map_params_t params = {0};
+    ucp_mem_h memh;
+
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                        UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.address    = address;
+    params.length     = length;
+    TH_ASSERT_UCS_OK(ucp_mem_map(ucp->context, &params, &memh));
+    return memh;
+}
+
 void th_ucp_send_rkey(th_ucp_t *ucp, th_oob_t *oob, int peer, ucp_mem_h memh,
                       void *address)
 {

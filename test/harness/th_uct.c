@@ -8,21 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static ucs_status_t th_uct_open_iface(th_uct_t *uct, uct_component_h comp,
-                                      const char *md_name)
+void th_uct_iface_open(th_uct_t *uct, uct_error_handler_t err_handler,
+                       void *err_arg)
 {
     uct_iface_params_t params = {0};
     uct_iface_config_t *iface_config;
-    uct_md_config_t *md_config;
     ucs_status_t status;
 
-    TH_ASSERT_UCS_OK(uct_md_config_read(comp, NULL, NULL, &md_config));
-    status = uct_md_open(comp, md_name, md_config, &uct->md);
-    uct_config_release(md_config);
-    if (status != UCS_OK) {
-        return status;
+    if (uct->iface != NULL) {
+        uct_iface_close(uct->iface);
+        uct->iface = NULL;
     }
-    TH_ASSERT_UCS_OK(uct_md_query(uct->md, &uct->md_attr));
 
     TH_ASSERT_UCS_OK(uct_md_iface_config_read(uct->md, uct->tl_name, NULL,
                                               NULL, &iface_config));
@@ -37,6 +33,14 @@ static ucs_status_t th_uct_open_iface(th_uct_t *uct, uct_component_h comp,
     params.stats_root           = NULL;
     params.rx_headroom          = 0;
     UCS_CPU_ZERO(&params.cpu_mask);
+    if (err_handler != NULL) {
+        params.field_mask       |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                   UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+        params.err_handler       = err_handler;
+        params.err_handler_arg   = err_arg;
+        params.err_handler_flags = 0;
+    }
 
     status = uct_iface_open(uct->md, uct->worker, &params, iface_config,
                             &uct->iface);
@@ -48,6 +52,22 @@ static ucs_status_t th_uct_open_iface(th_uct_t *uct, uct_component_h comp,
     TH_ASSERT_UCS_OK(uct_iface_query(uct->iface, &uct->iface_attr));
     uct_iface_progress_enable(uct->iface,
                               UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+}
+
+static ucs_status_t th_uct_open_iface(th_uct_t *uct, uct_component_h comp,
+                                      const char *md_name)
+{
+    uct_md_config_t *md_config;
+    ucs_status_t status;
+
+    TH_ASSERT_UCS_OK(uct_md_config_read(comp, NULL, NULL, &md_config));
+    status = uct_md_open(comp, md_name, md_config, &uct->md);
+    uct_config_release(md_config);
+    if (status != UCS_OK) {
+        return status;
+    }
+    TH_ASSERT_UCS_OK(uct_md_query(uct->md, &uct->md_attr));
+    th_uct_iface_open(uct, NULL, NULL);
     return UCS_OK;
 }
 

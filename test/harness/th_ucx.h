@@ -63,6 +63,9 @@ void th_ucp_oob_recv(th_ucp_t *ucp, th_oob_t *oob, int peer, void *buf,
 /* Flush, close the endpoint and destroy worker and context */
 void th_ucp_cleanup(th_ucp_t *ucp);
 
+/* Map an existing buffer for RMA; fails the test on error */
+ucp_mem_h th_ucp_mem_map(th_ucp_t *ucp, void *address, size_t length);
+
 /* Pack a memory handle's rkey and send it to / receive it from a peer */
 void th_ucp_send_rkey(th_ucp_t *ucp, th_oob_t *oob, int peer, ucp_mem_h memh,
                       void *address);
@@ -91,6 +94,13 @@ typedef struct th_uct {
  */
 ucs_status_t th_uct_open(th_uct_t *uct, const char *tl_name,
                          const char *dev_name);
+
+/*
+ * (Re)open the fixture's iface on its md and device, with an error handler
+ * when err_handler is not NULL; closes the iface it had first.
+ */
+void th_uct_iface_open(th_uct_t *uct, uct_error_handler_t err_handler,
+                       void *err_arg);
 
 /*
  * Create an endpoint connected to the same transport in a peer rank

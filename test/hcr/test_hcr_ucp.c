@@ -217,7 +217,6 @@ static void hcr_ucp_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     const size_t size            = HCR_UCP_MAX_SIZE + 64;
     ucp_request_param_t param    = {0};
-    ucp_mem_map_params_t mparams = {0};
     uint64_t remote_addr, *counter, result, value;
     uint8_t *buf, *local;
     ucp_rkey_h rkey;
@@ -231,11 +230,7 @@ static void hcr_ucp_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     buf   = malloc(size);
     local = malloc(size);
-    mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                         UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mparams.address    = buf;
-    mparams.length     = size;
-    TH_ASSERT_UCS_OK(ucp_mem_map(ucp.context, &mparams, &memh));
+    memh = th_ucp_mem_map(&ucp, buf, size);
 
     if (rank == 1) {
         th_fill_pattern(buf, size, 7);
@@ -379,7 +374,6 @@ static void hcr_ucp_bad_rkey_rank(th_oob_t *oob, int rank, int nprocs,
                                   void *arg)
 {
     ucp_request_param_t param    = {0};
-    ucp_mem_map_params_t mparams = {0};
     uint8_t *buf = malloc(65536);
     uint64_t remote_addr;
     ucs_status_t status;
@@ -392,11 +386,7 @@ static void hcr_ucp_bad_rkey_rank(th_oob_t *oob, int rank, int nprocs,
     setenv("UCX_LOG_LEVEL", "fatal", 1);
     th_ucp_init(&ucp, UCP_FEATURE_RMA);
     th_ucp_connect(&ucp, oob, 1 - rank, 1);
-    mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                         UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mparams.address    = buf;
-    mparams.length     = 65536;
-    TH_ASSERT_UCS_OK(ucp_mem_map(ucp.context, &mparams, &memh));
+    memh = th_ucp_mem_map(&ucp, buf, 65536);
 
     if (rank == 1) {
         th_ucp_send_rkey(&ucp, oob, 0, memh, buf);

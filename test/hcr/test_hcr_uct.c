@@ -53,35 +53,6 @@ static ucs_status_t hcr_t_err_cb(void *arg, uct_ep_h ep, ucs_status_t status)
     return UCS_OK;
 }
 
-/* reopen the fixture's iface with the error handler */
-static void hcr_t_reopen_with_err_handler(th_uct_t *uct)
-{
-    uct_iface_params_t params = {0};
-    uct_iface_config_t *config;
-
-    uct_iface_close(uct->iface);
-    TH_ASSERT_UCS_OK(uct_md_iface_config_read(uct->md, uct->tl_name, NULL,
-                                              NULL, &config));
-    params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                  UCT_IFACE_PARAM_FIELD_DEVICE |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                                  UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
-    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name  = uct->tl_name;
-    params.mode.device.dev_name = uct->dev_name;
-    params.err_handler          = hcr_t_err_cb;
-    params.err_handler_arg      = NULL;
-    params.err_handler_flags    = 0;
-    TH_ASSERT_UCS_OK(uct_iface_open(uct->md, uct->worker, &params, config,
-                                    &uct->iface));
-    uct_config_release(config);
-    TH_ASSERT_UCS_OK(uct_iface_query(uct->iface, &uct->iface_attr));
-    TH_ASSERT(uct->iface_attr.cap.flags & UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
-    uct_iface_progress_enable(uct->iface,
-                              UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-}
-
 static void hcr_t_setup(hcr_t_ctx_t *ctx, th_oob_t *oob, int rank,
                         const char *tl)
 {
@@ -96,7 +67,9 @@ static void hcr_t_setup(hcr_t_ctx_t *ctx, th_oob_t *oob, int rank,
     }
     if (hcr_t_err_mode) {
         setenv("UCX_LOG_LEVEL", "fatal", 1); /* expected errors */
-        hcr_t_reopen_with_err_handler(&ctx->uct);
+        th_uct_iface_open(&ctx->uct, hcr_t_err_cb, NULL);
+        TH_ASSERT(ctx->uct.iface_attr.cap.flags &
+                  UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE);
     }
     ctx->oob  = oob;
     ctx->rank = rank;

@@ -80,7 +80,6 @@ static void ucp_basic_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     const size_t size         = 4 * 1024 * 1024 + 64;
     ucp_request_param_t param = {0};
-    ucp_mem_map_params_t mparams = {0};
     int peer                  = 1 - rank;
     uint64_t remote_addr;
     ucp_rkey_h rkey;
@@ -97,11 +96,7 @@ static void ucp_basic_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     buf   = malloc(size);
     local = malloc(size);
     TH_ASSERT((buf != NULL) && (local != NULL));
-    mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                         UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mparams.address    = buf;
-    mparams.length     = size;
-    TH_ASSERT_UCS_OK(ucp_mem_map(ucp.context, &mparams, &memh));
+    memh = th_ucp_mem_map(&ucp, buf, size);
 
     if (rank == 1) {
         th_fill_pattern(buf, size, 7);

@@ -629,8 +629,9 @@ SV_EXPORT const char *ibv_node_type_str(enum ibv_node_type t)
                                      "InfiniBand router", "iWARP NIC",
                                      "usNIC", "usNIC UDP", "unspecified" };
 
-    return ((unsigned)t + 1 < sizeof(s) / sizeof(s[0])) ? s[t + 1] :
-                                                          "unknown";
+    /* indexed by the enum: IBV_NODE_CA is 1, IBV_NODE_UNKNOWN is -1 */
+    return (((int)t >= IBV_NODE_CA) &&
+            ((unsigned)t < sizeof(s) / sizeof(s[0]))) ? s[t] : "unknown";
 }
 
 SV_EXPORT const char *ibv_port_state_str(enum ibv_port_state s)

@@ -901,3 +901,13 @@ TH_TEST(softverbs, sge_gather_scatter)
     svt_need_device();
     th_run_procs(2, scatter_rank, NULL);
 }
+
+/* the strings are rdma-core's, indexed by the enum (IBV_NODE_CA is 1) */
+TH_TEST(softverbs, node_type_str)
+{
+    TH_ASSERT_STR_EQ(ibv_node_type_str(IBV_NODE_CA),
+                     "InfiniBand channel adapter");
+    TH_ASSERT_STR_EQ(ibv_node_type_str(IBV_NODE_SWITCH), "InfiniBand switch");
+    TH_ASSERT_STR_EQ(ibv_node_type_str(IBV_NODE_UNKNOWN), "unknown");
+    TH_ASSERT_STR_EQ(ibv_node_type_str((enum ibv_node_type)100), "unknown");
+}

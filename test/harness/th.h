@@ -80,6 +80,17 @@ void th_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         } \
     } while (0)
 
+/* floating point: TH_ASSERT_DBL(x, <, 1e-6); the integer forms truncate */
+#define TH_ASSERT_DBL(_a, _op, _b) \
+    do { \
+        double _th_a = (_a); \
+        double _th_b = (_b); \
+        if (!(_th_a _op _th_b)) { \
+            TH_FAIL("expected %s %s %s, got %g vs %g", #_a, #_op, #_b, \
+                    _th_a, _th_b); \
+        } \
+    } while (0)
+
 #define TH_ASSERT_EQ(_a, _b) TH_ASSERT_OP_(_a, ==, _b)
 #define TH_ASSERT_NE(_a, _b) TH_ASSERT_OP_(_a, !=, _b)
 #define TH_ASSERT_LT(_a, _b) TH_ASSERT_OP_(_a, <, _b)

@@ -195,7 +195,7 @@ TH_TEST(softverbs, err_rnr_retry_exceeded)
     svt_poll(l.a.scq, &wc, 10);
     TH_ASSERT_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
     /* 2 retries of min_rnr_timer 1 (10 us) each */
-    TH_ASSERT_LT(th_time() - t0, 1.0);
+    TH_ASSERT_DBL(th_time() - t0, <, 1.0);
     TH_ASSERT_EQ(qp_state(l.a.qp), IBV_QPS_ERR);
     loop_close(&l);
 }
@@ -476,7 +476,7 @@ static void link_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
         th_log("1 MiB at 1 Gb/s + 200 us: %.2f ms", t * 1e3);
         TH_ASSERT_GE(t * 1e6, 8388 + 200);
-        TH_ASSERT_LT(t * 1e6, (8388 + 200) * 1.5);
+        TH_ASSERT_DBL(t * 1e6, <, (8388 + 200) * 1.5);
         sge = svt_sge(buf, 8, mr);
         t0  = th_time();
         TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,

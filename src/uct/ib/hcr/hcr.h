@@ -57,14 +57,12 @@ typedef struct {
 
 
 /**
- * Costs the transport reports to UCX's protocol selection. Defaults come
- * from the configuration; the calibration work overwrites them with values
- * measured on the host (uct_hcr_iface_set_perf()).
+ * Costs the transport reports to UCX's protocol selection: the values set
+ * in the configuration, else the ones measured on the host (hcr_calib.c),
+ * else UCX's defaults.
  */
 typedef struct uct_hcr_perf {
     double copy_bw;      /* memcpy bandwidth into staging buffers, bytes/s */
-    double reg_overhead; /* memory registration, fixed part, seconds */
-    double reg_growth;   /* memory registration, seconds per byte */
     double overhead;     /* software overhead per operation, seconds */
     double bandwidth;    /* network bandwidth, bytes/s; auto: the device's */
     double latency;      /* network latency, seconds; 0: the device's */
@@ -78,8 +76,6 @@ typedef struct uct_hcr_iface_config {
     size_t                staging_buf_size;
     unsigned              staging_count;
     double                copy_bw;
-    double                reg_overhead;
-    double                reg_growth;
     double                overhead;
     double                bandwidth;
     double                latency;

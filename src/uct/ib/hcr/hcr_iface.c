@@ -10,6 +10,7 @@
 
 #include "hcr.h"
 #include "hcr_impl.h"
+#include "hcr_calib.h"
 
 #include <uct/api/uct.h>
 #include <uct/ib/base/ib_device.h>
@@ -51,20 +52,10 @@ static ucs_config_field_t uct_hcr_iface_config_table[] = {
    "the interface is created. 0 disables the pool.",
    ucs_offsetof(uct_hcr_iface_config_t, staging_count), UCS_CONFIG_TYPE_UINT},
 
-  {"COPY_BW", "10000MBs",
-   "Bandwidth of a copy into a staging buffer, reported to protocol\n"
-   "selection. Measured values replace it (calibration).",
+  {"COPY_BW", "auto",
+   "Bandwidth of a copy into a staging buffer, for the protocols that copy.\n"
+   "auto: measured (UCX_HCR_CALIB_MODE), else UCX's memcpy estimate.",
    ucs_offsetof(uct_hcr_iface_config_t, copy_bw), UCS_CONFIG_TYPE_BW},
-
-  {"REG_OVERHEAD", "0",
-   "Fixed cost of a memory registration on this device. 0 keeps the memory\n"
-   "domain's own value (UCX_IB_MEM_REG_OVERHEAD); another value replaces the\n"
-   "memory domain's reg_cost, e.g. with a measured one (calibration).",
-   ucs_offsetof(uct_hcr_iface_config_t, reg_overhead), UCS_CONFIG_TYPE_TIME},
-
-  {"REG_GROWTH", "0",
-   "Per-byte cost of a memory registration, used with HCR_REG_OVERHEAD.",
-   ucs_offsetof(uct_hcr_iface_config_t, reg_growth), UCS_CONFIG_TYPE_TIME},
 
   {"OVERHEAD", "75ns",
    "Software overhead of posting one operation, reported in the interface\n"
@@ -72,13 +63,13 @@ static ucs_config_field_t uct_hcr_iface_config_table[] = {
    ucs_offsetof(uct_hcr_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME},
 
   {"BANDWIDTH", "auto",
-   "Network bandwidth reported in the interface attributes. auto: the\n"
-   "device's port speed; a measured value replaces it (calibration).",
+   "Network bandwidth reported in the interface attributes. auto: measured\n"
+   "(UCX_HCR_CALIB_MODE), else the device's port speed.",
    ucs_offsetof(uct_hcr_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW},
 
   {"LATENCY", "0",
-   "Network latency reported in the interface attributes. 0: the device's\n"
-   "default; a measured value replaces it (calibration).",
+   "Network latency reported in the interface attributes. 0: measured\n"
+   "(UCX_HCR_CALIB_MODE), else the IB default.",
    ucs_offsetof(uct_hcr_iface_config_t, latency), UCS_CONFIG_TYPE_TIME},
 
   {NULL}
@@ -363,21 +354,35 @@ static void uct_hcr_iface_init_perf(uct_hcr_iface_t *iface,
                                     const uct_hcr_iface_config_t *config)
 {
     uct_ib_md_t *md = uct_ib_iface_md(&iface->super.super);
+    ucs_calib_model_t model;
+    int measured;
 
-    iface->perf.copy_bw      = config->copy_bw;
-    iface->perf.reg_overhead = config->reg_overhead;
-    iface->perf.reg_growth   = config->reg_growth;
-    iface->perf.overhead     = config->overhead;
-    iface->perf.bandwidth    = config->bandwidth;
-    iface->perf.latency      = config->latency;
+    iface->perf.copy_bw   = config->copy_bw;
+    iface->perf.overhead  = config->overhead;
+    iface->perf.bandwidth = config->bandwidth;
+    iface->perf.latency   = config->latency;
 
-    if ((config->reg_overhead != 0) || (config->reg_growth != 0)) {
-        md->reg_cost = ucs_linear_func_make(config->reg_overhead,
-                                            config->reg_growth);
-        ucs_debug("hcr: %s reg_cost set to %.3f us + %.3f ns/byte",
-                  uct_ib_device_name(&md->dev), config->reg_overhead * 1e6,
-                  config->reg_growth * 1e9);
+    /* the md measured its device when it opened, unless calibration is off
+     * or failed; set values win over measured ones */
+    measured = (ucs_calib_find(uct_ib_device_name(&md->dev), &model,
+                               NULL) == UCS_OK);
+    if (UCS_CONFIG_BW_IS_AUTO(iface->perf.copy_bw)) {
+        iface->perf.copy_bw = measured ?
+                ucs_calib_copy_bw(&model, config->staging_buf_size) :
+                ucs_cpu_get_memcpy_bw();
     }
+    if (measured && UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
+        iface->perf.bandwidth = model.net_bw;
+    }
+    if (measured && (iface->perf.latency == 0)) {
+        iface->perf.latency = model.net_latency;
+    }
+
+    ucs_debug("hcr %s: copy %.0f MB/s, network %.0f MB/s %.3f us%s",
+              uct_ib_device_name(&md->dev), iface->perf.copy_bw / UCS_MBYTE,
+              UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth) ? 0.0 :
+              iface->perf.bandwidth / UCS_MBYTE, iface->perf.latency * 1e6,
+              measured ? " (measured)" : "");
 }
 
 static UCS_CLASS_INIT_FUNC(uct_hcr_iface_t, uct_md_h tl_md, uct_worker_h worker,
@@ -641,5 +646,8 @@ UCT_TL_DEFINE_ENTRY(&uct_ib_component, hcr, uct_hcr_query_tl_devices,
                     uct_hcr_iface_t, "HCR_", uct_hcr_iface_config_table,
                     uct_hcr_iface_config_t);
 
-/* Registered with libuct_ib's component when libuct_ib loads this module */
-UCT_TL_INIT(&uct_ib_component, hcr, ctor, , )
+/* Registered with libuct_ib's component when libuct_ib loads this module,
+ * which is before it opens any md: from then on, mds get measured costs */
+UCT_TL_INIT(&uct_ib_component, hcr, ctor,
+            uct_ib_md_open_hook = uct_hcr_calib_md_open,
+            uct_ib_md_open_hook = NULL)

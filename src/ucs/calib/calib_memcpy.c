@@ -1,0 +1,191 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "calib.h"
+
+#include <ucs/arch/cpu.h>
+#include <ucs/debug/log.h>
+#include <ucs/time/time.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/*
+ * Host part of the model: memcpy bandwidth at one working set per cache
+ * level and one in DRAM, and the extra cost of copying from pages that were
+ * never touched (each is faulted in on the way).
+ */
+
+/* a point copies at least this much in total, so that timer resolution and
+ * the first pass' misses do not dominate small sizes */
+#define UCS_CALIB_COPY_MIN_TOTAL  (4 * UCS_MBYTE)
+#define UCS_CALIB_COPY_BATCHES    3
+#define UCS_CALIB_DRAM_MIN        (32 * UCS_MBYTE)
+#define UCS_CALIB_DRAM_MAX        (64 * UCS_MBYTE) /* keeps calibration fast */
+
+static const size_t ucs_calib_fault_sizes[] = {
+    256 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE
+};
+
+
+static void *ucs_calib_map(size_t size)
+{
+    void *ptr = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    return (ptr == MAP_FAILED) ? NULL : ptr;
+}
+
+/* best time of a few batches of copies, per copy */
+static double ucs_calib_time_copy(void *dst, const void *src, size_t size)
+{
+    unsigned reps = ucs_max(UCS_CALIB_COPY_MIN_TOTAL / size, 1), i, b;
+    double best   = 1e30, t;
+    ucs_time_t start;
+
+    for (b = 0; b < UCS_CALIB_COPY_BATCHES; ++b) {
+        start = ucs_get_time();
+        for (i = 0; i < reps; ++i) {
+            memcpy(dst, src, size);
+            /* keep the compiler from merging the copies */
+            ucs_compiler_fence();
+        }
+        t    = ucs_time_to_sec(ucs_get_time() - start) / reps;
+        best = ucs_min(best, t);
+    }
+    return best;
+}
+
+static ucs_status_t ucs_calib_copy_point(size_t size, ucs_calib_copy_point_t *p)
+{
+    void *src, *dst;
+
+    src = ucs_calib_map(size);
+    dst = ucs_calib_map(size);
+    if ((src == NULL) || (dst == NULL)) {
+        ucs_error("calib: failed to map 2 x %zu bytes: %m", size);
+        goto err;
+    }
+
+    memset(src, 0x5a, size);
+    memset(dst, 0xa5, size);
+    p->size = size;
+    p->bw   = size / ucs_calib_time_copy(dst, src, size);
+    munmap(src, size);
+    munmap(dst, size);
+    return UCS_OK;
+
+err:
+    if (src != NULL) {
+        munmap(src, size);
+    }
+    if (dst != NULL) {
+        munmap(dst, size);
+    }
+    return UCS_ERR_NO_MEMORY;
+}
+
+/* working sets: half of each data cache level, and DRAM */
+static unsigned ucs_calib_copy_sizes(size_t *sizes)
+{
+    static const ucs_cpu_cache_type_t levels[] = {
+        UCS_CPU_CACHE_L1d, UCS_CPU_CACHE_L2, UCS_CPU_CACHE_L3
+    };
+    size_t cache, largest = 0;
+    unsigned i, n = 0;
+
+    for (i = 0; i < ucs_static_array_size(levels); ++i) {
+        cache = ucs_cpu_get_cache_size(levels[i]);
+        if ((cache / 2) > largest) {
+            sizes[n++] = cache / 2;
+            largest    = cache / 2;
+        }
+    }
+
+    if (n == 0) {
+        /* caches unknown: typical L1, L2 and L3 working sets */
+        sizes[n++] = 16 * UCS_KBYTE;
+        sizes[n++] = 256 * UCS_KBYTE;
+        sizes[n++] = 4 * UCS_MBYTE;
+        largest    = 4 * UCS_MBYTE;
+    }
+
+    /* twice the last level: the copy's source and destination no longer
+     * fit in it (half of it already is the previous point) */
+    sizes[n++] = ucs_min(ucs_max(largest * 4, UCS_CALIB_DRAM_MIN),
+                         UCS_CALIB_DRAM_MAX);
+    return n;
+}
+
+static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
+{
+    unsigned n = ucs_static_array_size(ucs_calib_fault_sizes), i;
+    double x[ucs_static_array_size(ucs_calib_fault_sizes)];
+    double y[ucs_static_array_size(ucs_calib_fault_sizes)];
+    size_t size, max_size = ucs_calib_fault_sizes[n - 1];
+    ucs_time_t start;
+    void *src, *dst;
+    double t, best;
+    unsigned r;
+
+    dst = ucs_calib_map(max_size);
+    if (dst == NULL) {
+        ucs_error("calib: failed to map %zu bytes: %m", max_size);
+        return UCS_ERR_NO_MEMORY;
+    }
+    memset(dst, 0, max_size);
+
+    for (i = 0; i < n; ++i) {
+        size = ucs_calib_fault_sizes[i];
+        best = 1e30;
+        for (r = 0; r < UCS_CALIB_COPY_BATCHES; ++r) {
+            /* a fresh mapping each time: its pages were never touched */
+            src = ucs_calib_map(size);
+            if (src == NULL) {
+                ucs_error("calib: failed to map %zu bytes: %m", size);
+                munmap(dst, max_size);
+                return UCS_ERR_NO_MEMORY;
+            }
+
+            start = ucs_get_time();
+            memcpy(dst, src, size);
+            t     = ucs_time_to_sec(ucs_get_time() - start);
+            best  = ucs_min(best, t);
+            munmap(src, size);
+        }
+
+        x[i] = size;
+        y[i] = best - ucs_calib_copy_time(model, size,
+                                          UCS_CALIB_PAGES_RESIDENT);
+    }
+
+    munmap(dst, max_size);
+    model->copy_fault = ucs_calib_fit(x, y, n);
+    return UCS_OK;
+}
+
+ucs_status_t ucs_calib_measure_memcpy(ucs_calib_model_t *model)
+{
+    size_t sizes[UCS_CALIB_MAX_COPY_POINTS];
+    ucs_status_t status;
+    unsigned i, n;
+
+    n = ucs_calib_copy_sizes(sizes);
+    for (i = 0; i < n; ++i) {
+        status = ucs_calib_copy_point(sizes[i], &model->copy[i]);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ucs_debug("calib: memcpy %zu bytes: %.0f MB/s", sizes[i],
+                  model->copy[i].bw / UCS_MBYTE);
+    }
+    model->num_copy = n;
+
+    return ucs_calib_measure_fault(model);
+}

@@ -1,0 +1,369 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "calib.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/string.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * The cost model: interpolation of the measured points, the times of the
+ * ways to move a buffer, the critical sizes derived from them, and the text
+ * form the cache stores.
+ */
+
+/* critical sizes are searched on a grid of 2^(1/8) steps in this range */
+#define UCS_CALIB_SEARCH_MIN      256
+#define UCS_CALIB_SEARCH_MAX      UCS_GBYTE
+#define UCS_CALIB_SEARCH_STEPS    8
+
+/* the first superpipeline chunk is at least a page, at most this */
+#define UCS_CALIB_SP_C0_MAX       UCS_MBYTE
+
+
+ucs_linear_func_t ucs_calib_fit(const double *x, const double *y, unsigned n)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, den;
+    unsigned i;
+
+    if (n == 0) {
+        return ucs_linear_func_make(0, 0);
+    }
+
+    for (i = 0; i < n; ++i) {
+        sx  += x[i];
+        sy  += y[i];
+        sxx += x[i] * x[i];
+        sxy += x[i] * y[i];
+    }
+
+    den = (n * sxx) - (sx * sx);
+    if (fabs(den) < 1e-30) {
+        return ucs_linear_func_make(sy / n, 0);
+    }
+
+    /* a negative fixed cost or slope is measurement noise: clamp to zero
+     * and refit the other coefficient */
+    {
+        double m = ((n * sxy) - (sx * sy)) / den;
+        double c = (sy - (m * sx)) / n;
+
+        if (m < 0) {
+            return ucs_linear_func_make(sy / n, 0);
+        }
+        if (c < 0) {
+            return ucs_linear_func_make(0, (sxx > 0) ? (sxy / sxx) : 0);
+        }
+        return ucs_linear_func_make(c, m);
+    }
+}
+
+double ucs_calib_copy_bw(const ucs_calib_model_t *model, size_t size)
+{
+    const ucs_calib_copy_point_t *lo, *hi;
+    double f;
+    unsigned i;
+
+    if (model->num_copy == 0) {
+        return 1e10;
+    }
+
+    if (size <= model->copy[0].size) {
+        return model->copy[0].bw;
+    }
+
+    for (i = 1; i < model->num_copy; ++i) {
+        if (size <= model->copy[i].size) {
+            /* linear in log(size) between two working-set points */
+            lo = &model->copy[i - 1];
+            hi = &model->copy[i];
+            f  = log((double)size / lo->size) / log((double)hi->size / lo->size);
+            return lo->bw + (f * (hi->bw - lo->bw));
+        }
+    }
+
+    return model->copy[model->num_copy - 1].bw;
+}
+
+double ucs_calib_copy_time(const ucs_calib_model_t *model, size_t size,
+                           ucs_calib_pages_t pages)
+{
+    double t = size / ucs_calib_copy_bw(model, size);
+
+    if (pages == UCS_CALIB_PAGES_NONRESIDENT) {
+        t += ucs_linear_func_apply(model->copy_fault, size);
+    }
+    return t;
+}
+
+double ucs_calib_reg_time(const ucs_calib_model_t *model, size_t size,
+                          ucs_calib_pages_t pages)
+{
+    return ucs_linear_func_apply(model->reg[pages], size) +
+           ucs_linear_func_apply(model->dereg, size);
+}
+
+static size_t ucs_calib_sp_num_chunks(const ucs_calib_derived_t *derived,
+                                      size_t size)
+{
+    double n;
+
+    if (derived->sp_q > 1.0) {
+        /* sum of C_0 * q^i for i < n covers size */
+        n = log(1.0 + ((size * (derived->sp_q - 1.0)) / derived->sp_c0)) /
+            log(derived->sp_q);
+    } else {
+        n = (double)size / derived->sp_c0;
+    }
+    return ucs_max((size_t)ceil(n - 1e-9), 1);
+}
+
+double ucs_calib_sp_time(const ucs_calib_model_t *model,
+                         const ucs_calib_derived_t *derived, size_t size)
+{
+    size_t first = ucs_min(size, derived->sp_c0);
+    size_t n     = ucs_calib_sp_num_chunks(derived, size);
+    double bw_copy, t_rest;
+
+    /* the first chunk's copy is exposed; later copies overlap the sends of
+     * earlier chunks, so the rest is bounded by the slower of the two */
+    bw_copy = ucs_calib_copy_bw(model, first);
+    t_rest  = ucs_max((double)(size - first) / model->net_bw,
+                      (double)(size - first) / ucs_calib_copy_bw(model, size));
+    return (first / bw_copy) + (n * model->net_gap) + model->net_latency +
+           (first / model->net_bw) + t_rest;
+}
+
+/* single copy into staging, then one send */
+static double ucs_calib_bcopy_time(const ucs_calib_model_t *model,
+                                   size_t size)
+{
+    return ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) +
+           model->net_gap + model->net_latency + (size / model->net_bw);
+}
+
+/*
+ * Smallest grid size from which 'wins' holds at every larger grid size:
+ * 0 when it holds everywhere, UCS_CALIB_SIZE_INF when not at the top.
+ */
+static size_t ucs_calib_crossover(int (*wins)(const ucs_calib_model_t*,
+                                              const ucs_calib_derived_t*,
+                                              size_t, int),
+                                  const ucs_calib_model_t *model,
+                                  const ucs_calib_derived_t *derived, int arg)
+{
+    double step = pow(2.0, 1.0 / UCS_CALIB_SEARCH_STEPS);
+    double size, prev = UCS_CALIB_SEARCH_MAX;
+
+    if (!wins(model, derived, UCS_CALIB_SEARCH_MAX, arg)) {
+        return UCS_CALIB_SIZE_INF;
+    }
+
+    for (size = UCS_CALIB_SEARCH_MAX / step; size >= UCS_CALIB_SEARCH_MIN;
+         size /= step) {
+        if (!wins(model, derived, (size_t)size, arg)) {
+            return (size_t)prev;
+        }
+        prev = size;
+    }
+    return 0;
+}
+
+static int ucs_calib_zcopy_wins(const ucs_calib_model_t *model,
+                                const ucs_calib_derived_t *derived,
+                                size_t size, int pages)
+{
+    /* the transfer itself costs the same both ways */
+    return ucs_calib_reg_time(model, size, pages) <
+           ucs_calib_copy_time(model, size, pages);
+}
+
+static int ucs_calib_sp_wins(const ucs_calib_model_t *model,
+                             const ucs_calib_derived_t *derived, size_t size,
+                             int unused)
+{
+    return ucs_calib_sp_time(model, derived, size) <
+           ucs_calib_bcopy_time(model, size);
+}
+
+void ucs_calib_derive(const ucs_calib_model_t *model,
+                      ucs_calib_derived_t *derived)
+{
+    double bw_copy = ucs_calib_copy_bw(model, UCS_CALIB_SEARCH_MAX);
+    double c0;
+    int pages;
+
+    for (pages = 0; pages < UCS_CALIB_PAGES_LAST; ++pages) {
+        derived->zcopy_thresh[pages] =
+                ucs_calib_crossover(ucs_calib_zcopy_wins, model, derived,
+                                    pages);
+    }
+
+    /* copying chunk i+1 takes as long as sending chunk i */
+    derived->sp_q = (model->net_bw > 0) ? (bw_copy / model->net_bw) : 1.0;
+    if (derived->sp_q < 1.0) {
+        /* the copy is the bottleneck: chunks cannot grow, stay at C_0 */
+        derived->sp_q = 1.0;
+    }
+
+    /* the first chunk's copy hides behind the rendezvous round trip */
+    c0               = bw_copy * 2.0 * model->net_latency;
+    derived->sp_c0   = ucs_min(ucs_max(ucs_align_up((size_t)c0, 64),
+                                       (size_t)UCS_KBYTE * 4),
+                               (size_t)UCS_CALIB_SP_C0_MAX);
+    derived->sp_thresh = ucs_calib_crossover(ucs_calib_sp_wins, model,
+                                             derived, 0);
+}
+
+const char *ucs_calib_source_name(ucs_calib_source_t source)
+{
+    switch (source) {
+    case UCS_CALIB_SOURCE_MEASURED:
+        return "measured";
+    case UCS_CALIB_SOURCE_CACHE:
+        return "cache";
+    case UCS_CALIB_SOURCE_FILE:
+        return "file";
+    case UCS_CALIB_SOURCE_PROCESS:
+        return "process";
+    default:
+        return "?";
+    }
+}
+
+static const char *ucs_calib_pages_key[] = {
+    [UCS_CALIB_PAGES_RESIDENT]    = "reg_resident",
+    [UCS_CALIB_PAGES_NONRESIDENT] = "reg_nonresident"
+};
+
+ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
+                                   const char *path)
+{
+    char tmp_path[PATH_MAX];
+    unsigned i;
+    FILE *f;
+    int ret;
+
+    /* write aside and rename, so a reader never sees half a model */
+    ucs_snprintf_safe(tmp_path, sizeof(tmp_path), "%s.%d", path, getpid());
+    f = fopen(tmp_path, "w");
+    if (f == NULL) {
+        ucs_debug("calib: cannot write %s: %m", tmp_path);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    fprintf(f, "# ucx-hcr cost model: seconds = c + m * bytes; bytes/s\n");
+    for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
+        fprintf(f, "%s %.9e %.9e\n", ucs_calib_pages_key[i], model->reg[i].c,
+                model->reg[i].m);
+    }
+    fprintf(f, "dereg %.9e %.9e\n", model->dereg.c, model->dereg.m);
+    fprintf(f, "copy_fault %.9e %.9e\n", model->copy_fault.c,
+            model->copy_fault.m);
+    for (i = 0; i < model->num_copy; ++i) {
+        fprintf(f, "copy %zu %.9e\n", model->copy[i].size, model->copy[i].bw);
+    }
+    fprintf(f, "net_latency %.9e\n", model->net_latency);
+    fprintf(f, "net_bw %.9e\n", model->net_bw);
+    fprintf(f, "net_gap %.9e\n", model->net_gap);
+    fprintf(f, "measure_time %.9e\n", model->measure_time);
+
+    ret = fclose(f);
+    if ((ret != 0) || (rename(tmp_path, path) != 0)) {
+        ucs_debug("calib: cannot write %s: %m", path);
+        unlink(tmp_path);
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+ucs_status_t ucs_calib_model_read(const char *path, ucs_calib_model_t *model)
+{
+    unsigned found = 0, line_no = 0, i;
+    char line[256], key[64];
+    double a, b;
+    FILE *f;
+    int n;
+
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return UCS_ERR_NO_ELEM;
+    }
+
+    memset(model, 0, sizeof(*model));
+    while (fgets(line, sizeof(line), f) != NULL) {
+        ++line_no;
+        if ((line[0] == '#') || (line[0] == '\n')) {
+            continue;
+        }
+
+        n = sscanf(line, "%63s %lf %lf", key, &a, &b);
+        if (n < 2) {
+            goto err_format;
+        }
+
+        for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
+            if (!strcmp(key, ucs_calib_pages_key[i]) && (n == 3)) {
+                model->reg[i] = ucs_linear_func_make(a, b);
+                found        |= UCS_BIT(i);
+                break;
+            }
+        }
+        if (i < UCS_CALIB_PAGES_LAST) {
+            continue;
+        }
+
+        if (!strcmp(key, "dereg") && (n == 3)) {
+            model->dereg = ucs_linear_func_make(a, b);
+            found       |= UCS_BIT(2);
+        } else if (!strcmp(key, "copy_fault") && (n == 3)) {
+            model->copy_fault = ucs_linear_func_make(a, b);
+        } else if (!strcmp(key, "copy") && (n == 3) && (a > 0) && (b > 0) &&
+                   (model->num_copy < UCS_CALIB_MAX_COPY_POINTS) &&
+                   ((model->num_copy == 0) ||
+                    (a > model->copy[model->num_copy - 1].size))) {
+            model->copy[model->num_copy].size = (size_t)a;
+            model->copy[model->num_copy].bw   = b;
+            ++model->num_copy;
+        } else if (!strcmp(key, "net_latency")) {
+            model->net_latency = a;
+        } else if (!strcmp(key, "net_bw") && (a > 0)) {
+            model->net_bw = a;
+            found        |= UCS_BIT(3);
+        } else if (!strcmp(key, "net_gap")) {
+            model->net_gap = a;
+        } else if (!strcmp(key, "measure_time")) {
+            model->measure_time = a;
+        } else {
+            goto err_format;
+        }
+    }
+    fclose(f);
+
+    if ((found != UCS_MASK(4)) || (model->num_copy == 0)) {
+        ucs_error("calibration model %s is incomplete: it needs reg_resident,"
+                  " reg_nonresident, dereg, net_bw and at least one copy "
+                  "line", path);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+
+err_format:
+    ucs_error("calibration model %s:%u: cannot parse '%.*s'", path, line_no,
+              (int)strcspn(line, "\n"), line);
+    fclose(f);
+    return UCS_ERR_INVALID_PARAM;
+}

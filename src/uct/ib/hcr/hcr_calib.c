@@ -1,0 +1,530 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "hcr_calib.h"
+
+#include <uct/ib/base/ib_device.h>
+#include <ucs/debug/log.h>
+#include <ucs/sys/string.h>
+#include <ucs/time/time.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/*
+ * The device part of the cost model, measured with the device's own verbs:
+ * ibv_reg_mr/ibv_dereg_mr on resident and on never-touched pages, and
+ * RDMA writes between two RC QPs of the device connected to each other
+ * (latency, bandwidth and the gap between small messages). The result
+ * replaces the IB md's constant reg_cost and feeds hcr's iface attributes.
+ */
+
+#define UCT_HCR_CALIB_REG_REPS     3
+#define UCT_HCR_CALIB_LAT_ITERS    200
+#define UCT_HCR_CALIB_GAP_MSGS     512
+#define UCT_HCR_CALIB_BW_MSG       UCS_MBYTE
+#define UCT_HCR_CALIB_BW_MSGS      16
+#define UCT_HCR_CALIB_QP_DEPTH     64
+#define UCT_HCR_CALIB_TIMEOUT      5.0 /* seconds, for one completion */
+
+static const size_t uct_hcr_calib_reg_sizes[] = {
+    /* up to 4 MiB: with the loopback buffer, within the 8 MiB an
+     * unprivileged process may pin by default */
+    4 * UCS_KBYTE, 64 * UCS_KBYTE, 512 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE
+};
+
+/* softverbs settings that change what the device costs */
+static const char *uct_hcr_calib_env_keys[] = {
+    "SOFTVERBS_REG_COST_US", "SOFTVERBS_LINK_GBPS", "SOFTVERBS_LINK_LAT_US",
+    "SOFTVERBS_MOVER", "SOFTVERBS_ENGINE_THRESH"
+};
+
+
+typedef struct {
+    uct_ib_md_t    *md;
+    uint8_t        port;
+    struct ibv_cq  *cq;
+    struct ibv_qp  *qp[2];
+    struct ibv_mr  *mr;
+    void           *buf;
+    size_t         buf_size;
+} uct_hcr_calib_loop_t;
+
+
+static int uct_hcr_calib_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x > y) - (x < y);
+}
+
+static double uct_hcr_calib_median(double *v, unsigned n)
+{
+    qsort(v, n, sizeof(*v), uct_hcr_calib_cmp_double);
+    return v[n / 2];
+}
+
+/* register and deregister one buffer: the two times */
+static ucs_status_t uct_hcr_calib_reg_once(uct_ib_md_t *md, void *buf,
+                                           size_t size, double *t_reg,
+                                           double *t_dereg)
+{
+    struct ibv_mr *mr;
+    ucs_time_t t0, t1;
+
+    t0 = ucs_get_time();
+    mr = ibv_reg_mr(md->pd, buf, size, UCT_IB_MEM_ACCESS_FLAGS);
+    t1 = ucs_get_time();
+    if (mr == NULL) {
+        ucs_error("hcr calib: %s: ibv_reg_mr(%zu bytes) failed: %m",
+                  uct_ib_device_name(&md->dev), size);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ibv_dereg_mr(mr);
+    *t_reg   = ucs_time_to_sec(t1 - t0);
+    *t_dereg = ucs_time_to_sec(ucs_get_time() - t1);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
+                                              ucs_calib_model_t *model)
+{
+    unsigned num_sizes = ucs_static_array_size(uct_hcr_calib_reg_sizes);
+    size_t max_size    = uct_hcr_calib_reg_sizes[num_sizes - 1];
+    double x[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
+    double y_reg[UCS_CALIB_PAGES_LAST][ucs_static_array_size(
+            uct_hcr_calib_reg_sizes)];
+    double y_dereg[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
+    double reg[UCT_HCR_CALIB_REG_REPS], dereg[UCT_HCR_CALIB_REG_REPS];
+    ucs_status_t status = UCS_OK;
+    void *resident, *fresh;
+    unsigned i, r, pages;
+    size_t size;
+
+    resident = mmap(NULL, max_size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (resident == MAP_FAILED) {
+        ucs_error("hcr calib: failed to map %zu bytes: %m", max_size);
+        return UCS_ERR_NO_MEMORY;
+    }
+    memset(resident, 0, max_size);
+
+    for (i = 0; i < num_sizes; ++i) {
+        size = uct_hcr_calib_reg_sizes[i];
+        x[i] = size;
+        for (pages = 0; pages < UCS_CALIB_PAGES_LAST; ++pages) {
+            for (r = 0; r < UCT_HCR_CALIB_REG_REPS; ++r) {
+                if (pages == UCS_CALIB_PAGES_RESIDENT) {
+                    status = uct_hcr_calib_reg_once(md, resident, size,
+                                                    &reg[r], &dereg[r]);
+                    continue;
+                }
+
+                /* pages nobody touched: registration faults them in */
+                fresh = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (fresh == MAP_FAILED) {
+                    ucs_error("hcr calib: failed to map %zu bytes: %m", size);
+                    status = UCS_ERR_NO_MEMORY;
+                    goto out;
+                }
+                status = uct_hcr_calib_reg_once(md, fresh, size, &reg[r],
+                                                &dereg[r]);
+                munmap(fresh, size);
+                if (status != UCS_OK) {
+                    goto out;
+                }
+            }
+            if (status != UCS_OK) {
+                goto out;
+            }
+
+            y_reg[pages][i] = uct_hcr_calib_median(reg,
+                                                   UCT_HCR_CALIB_REG_REPS);
+            if (pages == UCS_CALIB_PAGES_RESIDENT) {
+                y_dereg[i] = uct_hcr_calib_median(dereg,
+                                                  UCT_HCR_CALIB_REG_REPS);
+            }
+        }
+    }
+
+    for (pages = 0; pages < UCS_CALIB_PAGES_LAST; ++pages) {
+        model->reg[pages] = ucs_calib_fit(x, y_reg[pages], num_sizes);
+    }
+    model->dereg = ucs_calib_fit(x, y_dereg, num_sizes);
+
+out:
+    munmap(resident, max_size);
+    return status;
+}
+
+static ucs_status_t uct_hcr_calib_qp_connect(uct_hcr_calib_loop_t *loop,
+                                             struct ibv_qp *qp,
+                                             uint32_t dest_qpn)
+{
+    uct_ib_device_t *dev = &loop->md->dev;
+    struct ibv_port_attr *port_attr;
+    struct ibv_qp_attr attr;
+    union ibv_gid gid;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.port_num        = loop->port;
+    attr.pkey_index      = 0;
+    attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ;
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+        goto err;
+    }
+
+    port_attr = uct_ib_device_port_attr(dev, loop->port);
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state              = IBV_QPS_RTR;
+    attr.path_mtu              = port_attr->active_mtu;
+    attr.dest_qp_num           = dest_qpn;
+    attr.rq_psn                = 0;
+    attr.max_dest_rd_atomic    = 1;
+    attr.min_rnr_timer         = 12;
+    attr.ah_attr.dlid          = port_attr->lid;
+    attr.ah_attr.port_num      = loop->port;
+    if (!uct_ib_device_is_port_ib(dev, loop->port)) {
+        /* RoCE: addressed by GID */
+        if (uct_ib_device_query_gid(dev, loop->port, 0, &gid,
+                                    UCS_LOG_LEVEL_ERROR) != UCS_OK) {
+            return UCS_ERR_IO_ERROR;
+        }
+        attr.ah_attr.is_global      = 1;
+        attr.ah_attr.grh.dgid       = gid;
+        attr.ah_attr.grh.hop_limit  = 1;
+    }
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+        goto err;
+    }
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state      = IBV_QPS_RTS;
+    attr.timeout       = 14;
+    attr.retry_cnt     = 7;
+    attr.rnr_retry     = 7;
+    attr.sq_psn        = 0;
+    attr.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
+                      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                      IBV_QP_MAX_QP_RD_ATOMIC)) {
+        goto err;
+    }
+    return UCS_OK;
+
+err:
+    ucs_error("hcr calib: %s: ibv_modify_qp() failed: %m",
+              uct_ib_device_name(dev));
+    return UCS_ERR_IO_ERROR;
+}
+
+static void uct_hcr_calib_loop_close(uct_hcr_calib_loop_t *loop)
+{
+    int i;
+
+    for (i = 0; i < 2; ++i) {
+        if (loop->qp[i] != NULL) {
+            ibv_destroy_qp(loop->qp[i]);
+        }
+    }
+    if (loop->cq != NULL) {
+        ibv_destroy_cq(loop->cq);
+    }
+    if (loop->mr != NULL) {
+        ibv_dereg_mr(loop->mr);
+    }
+    if (loop->buf != NULL) {
+        munmap(loop->buf, loop->buf_size);
+    }
+}
+
+/* two RC QPs of the device, connected to each other, and a buffer */
+static ucs_status_t uct_hcr_calib_loop_open(uct_ib_md_t *md,
+                                            uct_hcr_calib_loop_t *loop)
+{
+    struct ibv_qp_init_attr qp_attr;
+    ucs_status_t status;
+    int i;
+
+    memset(loop, 0, sizeof(*loop));
+    loop->md       = md;
+    loop->port     = md->dev.first_port;
+    loop->buf_size = 2 * UCT_HCR_CALIB_BW_MSG;
+    loop->buf      = mmap(NULL, loop->buf_size, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (loop->buf == MAP_FAILED) {
+        loop->buf = NULL;
+        ucs_error("hcr calib: failed to map %zu bytes: %m", loop->buf_size);
+        return UCS_ERR_NO_MEMORY;
+    }
+    memset(loop->buf, 0, loop->buf_size);
+
+    loop->mr = ibv_reg_mr(md->pd, loop->buf, loop->buf_size,
+                          UCT_IB_MEM_ACCESS_FLAGS);
+    loop->cq = ibv_create_cq(md->dev.ibv_context, 2 * UCT_HCR_CALIB_QP_DEPTH,
+                             NULL, NULL, 0);
+    if ((loop->mr == NULL) || (loop->cq == NULL)) {
+        ucs_error("hcr calib: %s: failed to create the loopback resources: "
+                  "%m", uct_ib_device_name(&md->dev));
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    memset(&qp_attr, 0, sizeof(qp_attr));
+    qp_attr.send_cq          = loop->cq;
+    qp_attr.recv_cq          = loop->cq;
+    qp_attr.qp_type          = IBV_QPT_RC;
+    qp_attr.cap.max_send_wr  = UCT_HCR_CALIB_QP_DEPTH;
+    qp_attr.cap.max_recv_wr  = 1;
+    qp_attr.cap.max_send_sge = 1;
+    qp_attr.cap.max_recv_sge = 1;
+    qp_attr.cap.max_inline_data = 8;
+    for (i = 0; i < 2; ++i) {
+        loop->qp[i] = ibv_create_qp(md->pd, &qp_attr);
+        if (loop->qp[i] == NULL) {
+            ucs_error("hcr calib: %s: ibv_create_qp() failed: %m",
+                      uct_ib_device_name(&md->dev));
+            status = UCS_ERR_IO_ERROR;
+            goto err;
+        }
+    }
+
+    for (i = 0; i < 2; ++i) {
+        status = uct_hcr_calib_qp_connect(loop, loop->qp[i],
+                                          loop->qp[1 - i]->qp_num);
+        if (status != UCS_OK) {
+            goto err;
+        }
+    }
+    return UCS_OK;
+
+err:
+    uct_hcr_calib_loop_close(loop);
+    return status;
+}
+
+/* RDMA write from the first half of the buffer to the second */
+static ucs_status_t uct_hcr_calib_write(uct_hcr_calib_loop_t *loop,
+                                        size_t length, int flags,
+                                        uint64_t wr_id)
+{
+    struct ibv_send_wr wr, *bad_wr;
+    struct ibv_sge sge;
+
+    sge.addr                = (uintptr_t)loop->buf;
+    sge.length              = length;
+    sge.lkey                = loop->mr->lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id                = wr_id;
+    wr.sg_list              = &sge;
+    wr.num_sge              = 1;
+    wr.opcode               = IBV_WR_RDMA_WRITE;
+    wr.send_flags           = flags;
+    wr.wr.rdma.remote_addr  = (uintptr_t)loop->buf + (loop->buf_size / 2);
+    wr.wr.rdma.rkey         = loop->mr->rkey;
+    if (ibv_post_send(loop->qp[0], &wr, &bad_wr)) {
+        ucs_error("hcr calib: ibv_post_send() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_hcr_calib_wait(uct_hcr_calib_loop_t *loop,
+                                       unsigned count)
+{
+    ucs_time_t deadline = ucs_get_time() +
+                          ucs_time_from_sec(UCT_HCR_CALIB_TIMEOUT);
+    struct ibv_wc wc;
+    int ret;
+
+    while (count > 0) {
+        ret = ibv_poll_cq(loop->cq, 1, &wc);
+        if (ret < 0) {
+            ucs_error("hcr calib: ibv_poll_cq() failed: %d", ret);
+            return UCS_ERR_IO_ERROR;
+        } else if (ret == 0) {
+            if (ucs_get_time() > deadline) {
+                ucs_error("hcr calib: loopback write did not complete in "
+                          "%.0f s", UCT_HCR_CALIB_TIMEOUT);
+                return UCS_ERR_TIMED_OUT;
+            }
+            continue;
+        }
+
+        if (wc.status != IBV_WC_SUCCESS) {
+            ucs_error("hcr calib: loopback write failed: %s",
+                      ibv_wc_status_str(wc.status));
+            return UCS_ERR_IO_ERROR;
+        }
+        --count;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_hcr_calib_measure_net(uct_ib_md_t *md,
+                                              ucs_calib_model_t *model)
+{
+    double lat[UCT_HCR_CALIB_LAT_ITERS];
+    uct_hcr_calib_loop_t loop;
+    ucs_status_t status;
+    ucs_time_t start;
+    unsigned signal_every = UCT_HCR_CALIB_QP_DEPTH / 2;
+    unsigned i, posted, signaled, completed;
+    int flags;
+
+    status = uct_hcr_calib_loop_open(md, &loop);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    /* latency: a signaled write completes when the target acks it, a round
+     * trip; the one-way latency is half of it */
+    for (i = 0; i < UCT_HCR_CALIB_LAT_ITERS; ++i) {
+        start  = ucs_get_time();
+        status = uct_hcr_calib_write(&loop, 8, IBV_SEND_SIGNALED |
+                                     IBV_SEND_INLINE, i);
+        if (status == UCS_OK) {
+            status = uct_hcr_calib_wait(&loop, 1);
+        }
+        if (status != UCS_OK) {
+            goto out;
+        }
+        lat[i] = ucs_time_to_sec(ucs_get_time() - start) / 2;
+    }
+    model->net_latency = uct_hcr_calib_median(lat, UCT_HCR_CALIB_LAT_ITERS);
+
+    /* gap: back-to-back small writes, one signaled per half queue, with at
+     * most two signaled ones outstanding */
+    start = ucs_get_time();
+    for (posted = 0, signaled = 0, completed = 0;
+         posted < UCT_HCR_CALIB_GAP_MSGS; ++posted) {
+        flags = IBV_SEND_INLINE;
+        if (((posted + 1) % signal_every) == 0) {
+            flags |= IBV_SEND_SIGNALED;
+            ++signaled;
+        }
+        status = uct_hcr_calib_write(&loop, 8, flags, posted);
+        if ((status == UCS_OK) && (signaled - completed > 1)) {
+            status = uct_hcr_calib_wait(&loop, 1);
+            ++completed;
+        }
+        if (status != UCS_OK) {
+            goto out;
+        }
+    }
+    status = uct_hcr_calib_wait(&loop, signaled - completed);
+    if (status != UCS_OK) {
+        goto out;
+    }
+    model->net_gap = ucs_time_to_sec(ucs_get_time() - start) /
+                     UCT_HCR_CALIB_GAP_MSGS;
+
+    /* bandwidth: a window of large writes kept in flight */
+    start = ucs_get_time();
+    for (posted = 0; posted < UCT_HCR_CALIB_BW_MSGS; ++posted) {
+        if (posted >= 4) {
+            status = uct_hcr_calib_wait(&loop, 1);
+            if (status != UCS_OK) {
+                goto out;
+            }
+        }
+        status = uct_hcr_calib_write(&loop, UCT_HCR_CALIB_BW_MSG,
+                                     IBV_SEND_SIGNALED, posted);
+        if (status != UCS_OK) {
+            goto out;
+        }
+    }
+    status = uct_hcr_calib_wait(&loop, 4);
+    if (status != UCS_OK) {
+        goto out;
+    }
+    model->net_bw = (double)UCT_HCR_CALIB_BW_MSG * UCT_HCR_CALIB_BW_MSGS /
+                    ucs_time_to_sec(ucs_get_time() - start);
+
+out:
+    uct_hcr_calib_loop_close(&loop);
+    return status;
+}
+
+static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
+{
+    uct_ib_md_t *md = arg;
+    ucs_status_t status;
+
+    status = uct_hcr_calib_measure_reg(md, model);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    return uct_hcr_calib_measure_net(md, model);
+}
+
+/* firmware, node GUID and the emulator's cost settings */
+static void uct_hcr_calib_dev_key(uct_ib_md_t *md, char *key, size_t max)
+{
+    const char *value;
+    size_t len;
+    unsigned i;
+
+    ucs_snprintf_safe(key, max, "%s|%016llx",
+                      IBV_DEV_ATTR(&md->dev, fw_ver),
+                      (unsigned long long)IBV_DEV_ATTR(&md->dev, node_guid));
+    for (i = 0; i < ucs_static_array_size(uct_hcr_calib_env_keys); ++i) {
+        value = getenv(uct_hcr_calib_env_keys[i]);
+        len   = strlen(key);
+        if ((value != NULL) && (len < max)) {
+            ucs_snprintf_safe(key + len, max - len, "|%s=%s",
+                              uct_hcr_calib_env_keys[i], value);
+        }
+    }
+}
+
+ucs_status_t uct_hcr_calib_get(uct_ib_md_t *md, ucs_calib_model_t *model,
+                               ucs_calib_source_t *source_p)
+{
+    char key[UCS_CALIB_KEY_MAX];
+
+    uct_hcr_calib_dev_key(md, key, sizeof(key));
+    return ucs_calib_get(uct_ib_device_name(&md->dev), key,
+                         uct_hcr_calib_measure, md, model, source_p);
+}
+
+void uct_hcr_calib_md_open(uct_ib_md_t *md)
+{
+    ucs_calib_source_t source;
+    ucs_calib_model_t model;
+    ucs_status_t status;
+
+    status = uct_hcr_calib_get(md, &model, &source);
+    if (status == UCS_ERR_UNSUPPORTED) {
+        return; /* UCX_HCR_CALIB_MODE=off: UCX's constants stay */
+    } else if (status != UCS_OK) {
+        ucs_diag("hcr: %s: calibration failed (%s), keeping the constant "
+                 "registration cost", uct_ib_device_name(&md->dev),
+                 ucs_status_string(status));
+        return;
+    }
+
+    /* a registration-cache miss pays the registration now and the
+     * deregistration at eviction */
+    md->reg_cost = ucs_linear_func_add(
+            model.reg[UCS_CALIB_PAGES_RESIDENT], model.dereg);
+    ucs_debug("hcr: %s reg_cost %.3f us + %.3f ns/KiB (%s)",
+              uct_ib_device_name(&md->dev), md->reg_cost.c * 1e6,
+              md->reg_cost.m * 1e9 * UCS_KBYTE,
+              ucs_calib_source_name(source));
+}

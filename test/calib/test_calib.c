@@ -1,0 +1,352 @@
+/*
+ * Cost calibration: the model's fitting, critical sizes and file form, and,
+ * on softverbs, what hcr measures and publishes (md reg_cost, iface
+ * attributes), the cache, the modes and a hand-written model.
+ */
+#include "th_ucx.h"
+
+#include <ucs/calib/calib.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CALIB_DEV "softverbs0"
+
+static int calib_close(double a, double b, double rel)
+{
+    return fabs(a - b) <= (rel * fabs(b));
+}
+
+/* a model with one copy bandwidth, registration c + m * bytes */
+static void calib_flat_model(ucs_calib_model_t *m, double reg_c, double reg_m,
+                             double copy_bw)
+{
+    memset(m, 0, sizeof(*m));
+    m->reg[UCS_CALIB_PAGES_RESIDENT]    = ucs_linear_func_make(reg_c, reg_m);
+    m->reg[UCS_CALIB_PAGES_NONRESIDENT] = ucs_linear_func_make(reg_c, reg_m);
+    m->num_copy    = 1;
+    m->copy[0].size = 4096;
+    m->copy[0].bw   = copy_bw;
+    m->net_bw       = copy_bw / 2;
+    m->net_latency  = 1e-6;
+    m->net_gap      = 1e-7;
+}
+
+TH_TEST(calib, fit_recovers_line)
+{
+    const double c = 4e-6, m = 7e-11;
+    double x[6], y[6];
+    ucs_linear_func_t f;
+    unsigned i;
+
+    for (i = 0; i < 6; ++i) {
+        x[i] = 4096 << (2 * i);
+        /* +-1% alternating, as measurements scatter */
+        y[i] = (c + (m * x[i])) * ((i % 2) ? 1.01 : 0.99);
+    }
+    f = ucs_calib_fit(x, y, 6);
+    TH_ASSERT(calib_close(f.m, m, 0.05));
+    TH_ASSERT(calib_close(f.c, c, 0.25));
+
+    /* a falling line is noise around a constant: no negative slope */
+    for (i = 0; i < 6; ++i) {
+        y[i] = 1e-5 - (1e-12 * x[i]);
+    }
+    f = ucs_calib_fit(x, y, 6);
+    TH_ASSERT_DBL(f.m, ==, 0.0);
+    TH_ASSERT_DBL(f.c, >, 0.0);
+}
+
+TH_TEST(calib, crossover_matches_model)
+{
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+    double expected;
+    size_t t;
+
+    /* copy 0.1 ns/B, registration 20 us + 0.05 ns/B: equal at 400 KB */
+    calib_flat_model(&m, 20e-6, 0.05e-9, 10e9);
+    expected = 20e-6 / (1.0 / 10e9 - 0.05e-9);
+    ucs_calib_derive(&m, &d);
+    t = d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT];
+    TH_ASSERT(calib_close((double)t, expected, 0.1));
+    /* registering wins above the threshold, copying below it */
+    TH_ASSERT_DBL(ucs_calib_reg_time(&m, t * 1.1, UCS_CALIB_PAGES_RESIDENT),
+                  <, ucs_calib_copy_time(&m, t * 1.1,
+                                         UCS_CALIB_PAGES_RESIDENT));
+    TH_ASSERT_DBL(ucs_calib_reg_time(&m, t / 1.2, UCS_CALIB_PAGES_RESIDENT),
+                  >, ucs_calib_copy_time(&m, t / 1.2,
+                                         UCS_CALIB_PAGES_RESIDENT));
+
+    /* a dearer fixed cost moves the threshold up in proportion */
+    calib_flat_model(&m, 60e-6, 0.05e-9, 10e9);
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT(calib_close((double)d.zcopy_thresh[0], 3 * expected, 0.1));
+
+    /* registering per byte dearer than copying: never worth it */
+    calib_flat_model(&m, 1e-6, 0.2e-9, 10e9);
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.zcopy_thresh[0], UCS_CALIB_SIZE_INF);
+
+    /* a network slower than the copy lets chunks grow by their ratio */
+    calib_flat_model(&m, 1e-6, 0, 10e9);
+    m.net_bw = 2.5e9;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT(calib_close(d.sp_q, 4.0, 1e-9));
+    TH_ASSERT_GE(d.sp_c0, 4096);
+}
+
+TH_TEST(calib, copy_bw_interpolates)
+{
+    ucs_calib_model_t m;
+
+    memset(&m, 0, sizeof(m));
+    m.num_copy     = 2;
+    m.copy[0].size = 1024;
+    m.copy[0].bw   = 40e9;
+    m.copy[1].size = 1024 * 1024;
+    m.copy[1].bw   = 10e9;
+    TH_ASSERT_DBL(ucs_calib_copy_bw(&m, 100), ==, 40e9);
+    TH_ASSERT_DBL(ucs_calib_copy_bw(&m, 1 << 30), ==, 10e9);
+    /* 32 KiB is half-way in log(size) */
+    TH_ASSERT(calib_close(ucs_calib_copy_bw(&m, 32 * 1024), 25e9, 1e-9));
+}
+
+static void calib_tmpfile(char *path, size_t max, const char *content)
+{
+    FILE *f;
+    int fd;
+
+    snprintf(path, max, "/tmp/th-calib-XXXXXX");
+    fd = mkstemp(path);
+    TH_ASSERT(fd >= 0);
+    close(fd);
+    if (content != NULL) {
+        f = fopen(path, "w");
+        TH_ASSERT(f != NULL);
+        fputs(content, f);
+        fclose(f);
+    }
+}
+
+TH_TEST(calib, model_file_roundtrip)
+{
+    ucs_calib_model_t m, r;
+    char path[64];
+    unsigned i;
+
+    calib_flat_model(&m, 12.5e-6, 0.07e-9, 9.5e9);
+    m.reg[UCS_CALIB_PAGES_NONRESIDENT] = ucs_linear_func_make(3e-6, 0.3e-9);
+    m.dereg        = ucs_linear_func_make(2e-6, 0.01e-9);
+    m.copy_fault   = ucs_linear_func_make(0, 0.2e-9);
+    m.num_copy     = 3;
+    m.copy[1].size = 65536;
+    m.copy[1].bw   = 30e9;
+    m.copy[2].size = 64 << 20;
+    m.copy[2].bw   = 8e9;
+    m.measure_time = 0.25;
+
+    calib_tmpfile(path, sizeof(path), NULL);
+    TH_ASSERT_UCS_OK(ucs_calib_model_write(&m, path));
+    TH_ASSERT_UCS_OK(ucs_calib_model_read(path, &r));
+    unlink(path);
+
+    for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
+        TH_ASSERT(calib_close(r.reg[i].c, m.reg[i].c, 1e-6));
+        TH_ASSERT(calib_close(r.reg[i].m, m.reg[i].m, 1e-6));
+    }
+    TH_ASSERT(calib_close(r.dereg.c, m.dereg.c, 1e-6));
+    TH_ASSERT(calib_close(r.copy_fault.m, m.copy_fault.m, 1e-6));
+    TH_ASSERT_EQ(r.num_copy, m.num_copy);
+    for (i = 0; i < m.num_copy; ++i) {
+        TH_ASSERT_EQ(r.copy[i].size, m.copy[i].size);
+        TH_ASSERT(calib_close(r.copy[i].bw, m.copy[i].bw, 1e-6));
+    }
+    TH_ASSERT(calib_close(r.net_bw, m.net_bw, 1e-6));
+    TH_ASSERT(calib_close(r.net_latency, m.net_latency, 1e-6));
+}
+
+TH_TEST(calib, model_file_errors)
+{
+    ucs_calib_model_t r;
+    char path[64];
+
+    setenv("UCX_LOG_LEVEL", "fatal", 1); /* the errors are expected */
+    TH_ASSERT_EQ(ucs_calib_model_read("/nonexistent/model", &r),
+                 UCS_ERR_NO_ELEM);
+
+    calib_tmpfile(path, sizeof(path), "reg_resident 1e-6 1e-10\n");
+    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
+    unlink(path);
+
+    calib_tmpfile(path, sizeof(path), "reg_resident one two\n");
+    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
+    unlink(path);
+
+    calib_tmpfile(path, sizeof(path), "frobnicate 1 2\n");
+    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
+    unlink(path);
+}
+
+/* a private cache directory, so that the test measures */
+static void calib_env(char *dir, size_t max)
+{
+    if (!th_have_verbs_device("softverbs")) {
+        TH_SKIP("no softverbs device (softverbs not preloaded)");
+    }
+    snprintf(dir, max, "/tmp/th-calib-dir-XXXXXX");
+    TH_ASSERT(mkdtemp(dir) != NULL);
+    setenv("UCX_HCR_CALIB_DIR", dir, 1);
+}
+
+static void calib_rm_dir(const char *dir)
+{
+    char cmd[128];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    TH_ASSERT_EQ(system(cmd), 0);
+}
+
+/* the tool, in a fresh process (softverbs reads its settings when it
+ * loads): one value of its parsable output */
+static void calib_tool_value(const char *key, char *value, size_t max)
+{
+    char line[256];
+    size_t len = strlen(key);
+    FILE *p;
+
+    value[0] = '\0';
+    p = popen(TH_PREFIX "/bin/ucx_hcr_calib -d " CALIB_DEV " -p", "r");
+    TH_ASSERT(p != NULL);
+    while (fgets(line, sizeof(line), p) != NULL) {
+        if (!strncmp(line, key, len) && (line[len] == '=')) {
+            snprintf(value, max, "%.*s", (int)strcspn(line + len + 1, "\n"),
+                     line + len + 1);
+        }
+    }
+    TH_ASSERT_EQ(pclose(p), 0);
+}
+
+TH_TEST(calib, hcr_publishes_measured_costs)
+{
+    ucs_calib_source_t source;
+    ucs_calib_model_t model;
+    ucs_linear_func_t cost;
+    char dir[64], value[64];
+    th_uct_t uct;
+
+    calib_env(dir, sizeof(dir));
+    setenv("UCX_IB_REG_METHODS", "direct", 1);
+    if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
+        TH_SKIP("no hcr device");
+    }
+
+    TH_ASSERT_UCS_OK(ucs_calib_find(CALIB_DEV, &model, &source));
+    TH_ASSERT_EQ(source, UCS_CALIB_SOURCE_MEASURED);
+    TH_ASSERT_DBL(model.net_bw, >, 0.0);
+    TH_ASSERT_GT(model.num_copy, 1);
+
+    /* the md reports it instead of UCX_IB_MEM_REG_OVERHEAD's 16 us */
+    cost = ucs_linear_func_add(model.reg[UCS_CALIB_PAGES_RESIDENT],
+                               model.dereg);
+    TH_ASSERT(calib_close(uct.md_attr.reg_cost.c, cost.c, 1e-9));
+    TH_ASSERT(calib_close(uct.md_attr.reg_cost.m, cost.m, 1e-9));
+    /* and the iface the measured network bandwidth */
+    TH_ASSERT(calib_close(uct.iface_attr.bandwidth.shared, model.net_bw,
+                          1e-9));
+    th_uct_close(&uct);
+
+    /* a new process reads the cache */
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "cache");
+
+    /* emulated NIC firmware at 40 us per registration: another cache
+     * entry, measured, and its fixed cost tracks the configured one */
+    setenv("SOFTVERBS_REG_COST_US", "40", 1);
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "measured");
+    calib_tool_value("reg_resident_c", value, sizeof(value));
+    TH_ASSERT_DBL(atof(value), >=, 38e-6);
+    TH_ASSERT_DBL(atof(value), <, 80e-6);
+
+    /* force measures again */
+    setenv("UCX_HCR_CALIB_MODE", "force", 1);
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "measured");
+    calib_rm_dir(dir);
+}
+
+TH_TEST(calib, mode_off_keeps_constants)
+{
+    ucs_calib_model_t model;
+    char dir[64];
+    th_uct_t uct;
+
+    calib_env(dir, sizeof(dir));
+    setenv("UCX_HCR_CALIB_MODE", "off", 1);
+    setenv("UCX_IB_REG_METHODS", "direct", 1);
+    setenv("UCX_IB_MEM_REG_OVERHEAD", "7us", 1);
+    if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
+        TH_SKIP("no hcr device");
+    }
+    TH_ASSERT(calib_close(uct.md_attr.reg_cost.c, 7e-6, 1e-9));
+    TH_ASSERT_EQ(ucs_calib_find(CALIB_DEV, &model, NULL), UCS_ERR_NO_ELEM);
+    th_uct_close(&uct);
+    calib_rm_dir(dir);
+}
+
+TH_TEST(calib, hand_written_model)
+{
+    static const char text[] = "# by hand\n"
+                               "reg_resident 1e-3 1e-10\n"
+                               "reg_nonresident 2e-3 1e-9\n"
+                               "dereg 5e-4 0\n"
+                               "copy 65536 2e10\n"
+                               "net_bw 5e9\n"
+                               "net_latency 2e-6\n";
+    ucs_calib_source_t source;
+    ucs_calib_model_t model;
+    char dir[64], path[64];
+    th_uct_t uct;
+
+    calib_env(dir, sizeof(dir));
+    calib_tmpfile(path, sizeof(path), text);
+    setenv("UCX_HCR_CALIB_FILE", path, 1);
+    setenv("UCX_IB_REG_METHODS", "direct", 1);
+    if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
+        unlink(path);
+        TH_SKIP("no hcr device");
+    }
+    unlink(path);
+    TH_ASSERT_UCS_OK(ucs_calib_find(CALIB_DEV, &model, &source));
+    TH_ASSERT_EQ(source, UCS_CALIB_SOURCE_FILE);
+    TH_ASSERT(calib_close(uct.md_attr.reg_cost.c, 1e-3 + 5e-4, 1e-9));
+    TH_ASSERT(calib_close(uct.iface_attr.bandwidth.shared, 5e9, 1e-9));
+    TH_ASSERT(calib_close(uct.iface_attr.latency.c, 2e-6, 1e-9));
+    th_uct_close(&uct);
+    calib_rm_dir(dir);
+}
+
+TH_TEST(calib, bad_hand_written_model)
+{
+    ucs_calib_model_t model;
+    char dir[64];
+    th_uct_t uct;
+
+    calib_env(dir, sizeof(dir));
+    setenv("UCX_LOG_LEVEL", "fatal", 1); /* the error is expected */
+    setenv("UCX_HCR_CALIB_FILE", "/nonexistent/model", 1);
+    setenv("UCX_IB_REG_METHODS", "direct", 1);
+    setenv("UCX_IB_MEM_REG_OVERHEAD", "9us", 1);
+    /* the md still opens, with UCX's constant */
+    if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
+        TH_SKIP("no hcr device");
+    }
+    TH_ASSERT(calib_close(uct.md_attr.reg_cost.c, 9e-6, 1e-9));
+    TH_ASSERT_EQ(ucs_calib_find(CALIB_DEV, &model, NULL), UCS_ERR_NO_ELEM);
+    th_uct_close(&uct);
+    calib_rm_dir(dir);
+}

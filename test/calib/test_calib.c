@@ -279,6 +279,29 @@ TH_TEST(calib, hcr_publishes_measured_costs)
     calib_rm_dir(dir);
 }
 
+/* with a registration cache the md keeps charging the lookup: proto v2
+ * selects per size, and reused buffers must stay zero-copy */
+TH_TEST(calib, rcache_keeps_lookup_cost)
+{
+    ucs_calib_model_t model;
+    char dir[64];
+    th_uct_t uct;
+
+    calib_env(dir, sizeof(dir));
+    setenv("UCX_IB_REG_METHODS", "rcache", 1);
+    if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
+        TH_SKIP("no hcr device");
+    }
+    TH_ASSERT_UCS_OK(ucs_calib_find(CALIB_DEV, &model, NULL));
+    /* the configured lookup (UCX rounds it through its time units), far
+     * below the miss cost the model holds */
+    TH_ASSERT_DBL(uct.md_attr.reg_cost.c, <, 1e-6);
+    TH_ASSERT_DBL(model.reg[UCS_CALIB_PAGES_RESIDENT].c + model.dereg.c, >,
+                  2 * uct.md_attr.reg_cost.c);
+    th_uct_close(&uct);
+    calib_rm_dir(dir);
+}
+
 TH_TEST(calib, mode_off_keeps_constants)
 {
     ucs_calib_model_t model;

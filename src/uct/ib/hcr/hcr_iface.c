@@ -63,13 +63,13 @@ static ucs_config_field_t uct_hcr_iface_config_table[] = {
    ucs_offsetof(uct_hcr_iface_config_t, overhead), UCS_CONFIG_TYPE_TIME},
 
   {"BANDWIDTH", "auto",
-   "Network bandwidth reported in the interface attributes. auto: measured\n"
-   "(UCX_HCR_CALIB_MODE), else the device's port speed.",
+   "Network bandwidth reported in the interface attributes. auto: the one\n"
+   "of a model given in UCX_HCR_CALIB_FILE, else the device's port speed.",
    ucs_offsetof(uct_hcr_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW},
 
   {"LATENCY", "0",
-   "Network latency reported in the interface attributes. 0: measured\n"
-   "(UCX_HCR_CALIB_MODE), else the IB default.",
+   "Network latency reported in the interface attributes. 0: the one of a\n"
+   "model given in UCX_HCR_CALIB_FILE, else the IB default.",
    ucs_offsetof(uct_hcr_iface_config_t, latency), UCS_CONFIG_TYPE_TIME},
 
   {NULL}
@@ -354,8 +354,9 @@ static void uct_hcr_iface_init_perf(uct_hcr_iface_t *iface,
                                     const uct_hcr_iface_config_t *config)
 {
     uct_ib_md_t *md = uct_ib_iface_md(&iface->super.super);
+    ucs_calib_source_t source;
     ucs_calib_model_t model;
-    int measured;
+    int measured, net;
 
     iface->perf.copy_bw   = config->copy_bw;
     iface->perf.overhead  = config->overhead;
@@ -365,16 +366,21 @@ static void uct_hcr_iface_init_perf(uct_hcr_iface_t *iface,
     /* the md measured its device when it opened, unless calibration is off
      * or failed; set values win over measured ones */
     measured = (ucs_calib_find(uct_ib_device_name(&md->dev), &model,
-                               NULL) == UCS_OK);
+                               &source) == UCS_OK);
+    /* the loopback QPs of one process overstate the network (on softverbs
+     * they copy within one cache: 30 GB/s, 30 ns), and UCP then picked
+     * slower protocols for hcr than for rc_verbs; only a model supplied by
+     * the user sets the network attributes */
+    net      = measured && (source == UCS_CALIB_SOURCE_FILE);
     if (UCS_CONFIG_BW_IS_AUTO(iface->perf.copy_bw)) {
         iface->perf.copy_bw = measured ?
                 ucs_calib_copy_bw(&model, config->staging_buf_size) :
                 ucs_cpu_get_memcpy_bw();
     }
-    if (measured && UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
+    if (net && UCS_CONFIG_BW_IS_AUTO(iface->perf.bandwidth)) {
         iface->perf.bandwidth = model.net_bw;
     }
-    if (measured && (iface->perf.latency == 0)) {
+    if (net && (iface->perf.latency == 0)) {
         iface->perf.latency = model.net_latency;
     }
 

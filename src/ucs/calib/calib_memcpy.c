@@ -42,11 +42,20 @@ static void *ucs_calib_map(size_t size)
     return (ptr == MAP_FAILED) ? NULL : ptr;
 }
 
-/* best time of a few batches of copies, per copy */
+static double ucs_calib_median3(double *t)
+{
+    double lo = ucs_min(t[0], t[1]), hi = ucs_max(t[0], t[1]);
+
+    UCS_STATIC_ASSERT(UCS_CALIB_COPY_BATCHES == 3);
+    return ucs_max(lo, ucs_min(hi, t[2]));
+}
+
+/* median time of a few batches of copies, per copy: the median, like the
+ * registration's, so that neither side of a crossover gets its best case */
 static double ucs_calib_time_copy(void *dst, const void *src, size_t size)
 {
     unsigned reps = ucs_max(UCS_CALIB_COPY_MIN_TOTAL / size, 1), i, b;
-    double best   = 1e30, t;
+    double t[UCS_CALIB_COPY_BATCHES];
     ucs_time_t start;
 
     for (b = 0; b < UCS_CALIB_COPY_BATCHES; ++b) {
@@ -56,10 +65,9 @@ static double ucs_calib_time_copy(void *dst, const void *src, size_t size)
             /* keep the compiler from merging the copies */
             ucs_compiler_fence();
         }
-        t    = ucs_time_to_sec(ucs_get_time() - start) / reps;
-        best = ucs_min(best, t);
+        t[b] = ucs_time_to_sec(ucs_get_time() - start) / reps;
     }
-    return best;
+    return ucs_calib_median3(t);
 }
 
 static ucs_status_t ucs_calib_copy_point(size_t size, ucs_calib_copy_point_t *p)
@@ -131,7 +139,7 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
     size_t size, max_size = ucs_calib_fault_sizes[n - 1];
     ucs_time_t start;
     void *src, *dst;
-    double t, best;
+    double t[UCS_CALIB_COPY_BATCHES];
     unsigned r;
 
     dst = ucs_calib_map(max_size);
@@ -143,7 +151,6 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
 
     for (i = 0; i < n; ++i) {
         size = ucs_calib_fault_sizes[i];
-        best = 1e30;
         for (r = 0; r < UCS_CALIB_COPY_BATCHES; ++r) {
             /* a fresh mapping each time: its pages were never touched */
             src = ucs_calib_map(size);
@@ -155,13 +162,12 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
 
             start = ucs_get_time();
             memcpy(dst, src, size);
-            t     = ucs_time_to_sec(ucs_get_time() - start);
-            best  = ucs_min(best, t);
+            t[r]  = ucs_time_to_sec(ucs_get_time() - start);
             munmap(src, size);
         }
 
         x[i] = size;
-        y[i] = best - ucs_calib_copy_time(model, size,
+        y[i] = ucs_calib_median3(t) - ucs_calib_copy_time(model, size,
                                           UCS_CALIB_PAGES_RESIDENT);
     }
 

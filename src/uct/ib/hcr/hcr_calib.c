@@ -26,7 +26,7 @@
  * replaces the IB md's constant reg_cost and feeds hcr's iface attributes.
  */
 
-#define UCT_HCR_CALIB_REG_REPS     3
+#define UCT_HCR_CALIB_REG_REPS     5
 #define UCT_HCR_CALIB_LAT_ITERS    200
 #define UCT_HCR_CALIB_GAP_MSGS     512
 #define UCT_HCR_CALIB_BW_MSG       UCS_MBYTE
@@ -71,27 +71,51 @@ static double uct_hcr_calib_median(double *v, unsigned n)
     return v[n / 2];
 }
 
-/* register and deregister one buffer: the two times */
+/*
+ * Register and deregister one buffer the way the md does, and return the two
+ * times: with relaxed ordering (UCX_IB_PCI_RELAXED_ORDERING, on by default on
+ * hosts that prefer it) the md registers every buffer twice, a relaxed and a
+ * strict-order MR (uct_ib_mem_reg_internal()).
+ */
 static ucs_status_t uct_hcr_calib_reg_once(uct_ib_md_t *md, void *buf,
                                            size_t size, double *t_reg,
                                            double *t_dereg)
 {
-    struct ibv_mr *mr;
+    uint64_t access     = UCT_IB_MEM_ACCESS_FLAGS;
+    struct ibv_mr *mr[2] = {NULL, NULL};
+    unsigned i, num_mrs = 1;
+    ucs_status_t status = UCS_OK;
     ucs_time_t t0, t1;
 
-    t0 = ucs_get_time();
-    mr = ibv_reg_mr(md->pd, buf, size, UCT_IB_MEM_ACCESS_FLAGS);
-    t1 = ucs_get_time();
-    if (mr == NULL) {
-        ucs_error("hcr calib: %s: ibv_reg_mr(%zu bytes) failed: %m",
-                  uct_ib_device_name(&md->dev), size);
-        return UCS_ERR_IO_ERROR;
+    if (md->relaxed_order) {
+        access |= IBV_ACCESS_RELAXED_ORDERING;
+        num_mrs = 2;
     }
 
-    ibv_dereg_mr(mr);
+    t0    = ucs_get_time();
+    mr[0] = ibv_reg_mr(md->pd, buf, size, access);
+    if ((mr[0] != NULL) && (num_mrs > 1)) {
+        mr[1] = ibv_reg_mr(md->pd, buf, size,
+                           access & ~IBV_ACCESS_RELAXED_ORDERING);
+    }
+    t1 = ucs_get_time();
+
+    for (i = 0; i < num_mrs; ++i) {
+        if (mr[i] == NULL) {
+            ucs_error("hcr calib: %s: ibv_reg_mr(%zu bytes) failed: %m",
+                      uct_ib_device_name(&md->dev), size);
+            status = UCS_ERR_IO_ERROR;
+        }
+    }
+
+    for (i = 0; i < num_mrs; ++i) {
+        if (mr[i] != NULL) {
+            ibv_dereg_mr(mr[i]);
+        }
+    }
     *t_reg   = ucs_time_to_sec(t1 - t0);
     *t_dereg = ucs_time_to_sec(ucs_get_time() - t1);
-    return UCS_OK;
+    return status;
 }
 
 static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
@@ -480,9 +504,11 @@ static void uct_hcr_calib_dev_key(uct_ib_md_t *md, char *key, size_t max)
     size_t len;
     unsigned i;
 
-    ucs_snprintf_safe(key, max, "%s|%016llx",
+    /* relaxed ordering doubles the registrations (uct_hcr_calib_reg_once) */
+    ucs_snprintf_safe(key, max, "%s|%016llx|ro=%d",
                       IBV_DEV_ATTR(&md->dev, fw_ver),
-                      (unsigned long long)IBV_DEV_ATTR(&md->dev, node_guid));
+                      (unsigned long long)IBV_DEV_ATTR(&md->dev, node_guid),
+                      md->relaxed_order);
     for (i = 0; i < ucs_static_array_size(uct_hcr_calib_env_keys); ++i) {
         value = getenv(uct_hcr_calib_env_keys[i]);
         len   = strlen(key);

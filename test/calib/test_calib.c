@@ -279,6 +279,32 @@ TH_TEST(calib, hcr_publishes_measured_costs)
     calib_rm_dir(dir);
 }
 
+/* UCX_HCR_CALIB_MODE=force measures once per process, not at each md open */
+TH_TEST(calib, force_measures_once)
+{
+    ucs_calib_model_t first, second;
+    ucs_calib_source_t source;
+    char dir[64];
+    th_uct_t uct;
+
+    calib_env(dir, sizeof(dir));
+    setenv("UCX_HCR_CALIB_MODE", "force", 1);
+    if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
+        TH_SKIP("no hcr device");
+    }
+    TH_ASSERT_UCS_OK(ucs_calib_find(CALIB_DEV, &first, &source));
+    TH_ASSERT_EQ(source, UCS_CALIB_SOURCE_MEASURED);
+    th_uct_close(&uct);
+
+    TH_ASSERT_UCS_OK(th_uct_open(&uct, "hcr", NULL));
+    TH_ASSERT_UCS_OK(ucs_calib_find(CALIB_DEV, &second, NULL));
+    /* a new measurement would differ in every timing */
+    TH_ASSERT_DBL(second.measure_time, ==, first.measure_time);
+    TH_ASSERT_DBL(second.net_latency, ==, first.net_latency);
+    th_uct_close(&uct);
+    calib_rm_dir(dir);
+}
+
 /* with a registration cache the md keeps charging the lookup: proto v2
  * selects per size, and reused buffers must stay zero-copy */
 TH_TEST(calib, rcache_keeps_lookup_cost)

@@ -283,7 +283,9 @@ ucs_status_t ucs_calib_get(const char *dev_name, const char *dev_key,
 
     pthread_mutex_lock(&ucs_calib_lock);
     entry = ucs_calib_entry_find(dev_name);
-    if ((entry != NULL) && (config.mode != UCS_CALIB_MODE_FORCE)) {
+    /* force measures once per process, not at every md open */
+    if ((entry != NULL) && ((config.mode != UCS_CALIB_MODE_FORCE) ||
+                            (entry->source == UCS_CALIB_SOURCE_MEASURED))) {
         *model = entry->model;
     } else if (strlen(config.file) > 0) {
         source = UCS_CALIB_SOURCE_FILE;

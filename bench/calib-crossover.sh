@@ -16,6 +16,14 @@
 # window's edge and prints the ratio as ">=x"; "-" means both sides lie
 # beyond the same edge.
 #
+# The regret column says what the prediction costs where it matters: at
+# the worst measured size, how much slower the method the predicted size
+# picks is than the faster of the two (0% when it always picks the
+# faster). Where both methods cost nearly the same per page (non-resident
+# pages on softverbs: pinning faults the pages in as a copy does), the
+# crossover itself is ill-conditioned and moves by a factor of ten between
+# runs of one configuration, while the regret stays small.
+#
 # Writes bench/results/calib-crossover.png (times vs size per cost, the
 # predicted critical sizes as dashed vertical lines, the measured crossovers
 # as short solid ones), whatever the verdict.
@@ -211,11 +219,19 @@ for cost in $reg_costs; do
         MISS) status=1 ;;
         n/a)  [ $status -eq 0 ] && status=2 ;;
         esac
+        # the predicted size's choice against the faster measured method
+        regret=$(awk -v p="$pred" '{
+                best = ($2 < $3) ? $2 : $3
+                if (p == "inf" || p == "?") t = $3
+                else t = ($1 + 0 >= p + 0) ? $2 : $3
+                r = t / best - 1; if (r > worst) worst = r
+            } END { printf "%.0f%%\n", worst * 100 }' \
+            "$tmp/times-$cost-$res.txt")
         all=$(awk -v r="$res" '$1 == "crossover" && $2 == r { print $3 }' \
               "$tmp"/run-"$cost"-*.txt | tr '\n' ' ')
-        rows+=("$(printf "%-11s %-11s %10s %10s %8s %-4s  runs: %s" "$cost" \
-                  "$res" "$(human "$pred")" "$(human "$meas")" "$ratio" \
-                  "$verdict" "$all")")
+        rows+=("$(printf "%-11s %-11s %10s %10s %8s %-4s %7s  runs: %s" \
+                  "$cost" "$res" "$(human "$pred")" "$(human "$meas")" \
+                  "$ratio" "$verdict" "$regret" "$all")")
         echo "$cost $res $pred $meas" >> "$tmp/crossovers.txt"
     done
 done
@@ -225,8 +241,8 @@ echo "register+zcopy+deregister vs copy into a registered staging buffer"
 echo "hcr on softverbs0:1, sizes $(human "$lo")..$(human "$hi")," \
      "medians of $runs runs (UCX_IB_REG_METHODS=direct," \
      "UCX_IB_PCI_RELAXED_ORDERING=$relaxed_order)"
-printf "%-11s %-11s %10s %10s %8s %-4s\n" reg_cost_us residency predicted \
-       measured ratio ok
+printf "%-11s %-11s %10s %10s %8s %-4s %7s\n" reg_cost_us residency \
+       predicted measured ratio ok regret
 printf "%s\n" "${rows[@]}"
 if [ -f "$tmp/calib.log" ]; then
     echo "predictions per calibration:"

@@ -1,0 +1,273 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifndef UCP_PROTO_SPPLN_H_
+#define UCP_PROTO_SPPLN_H_
+
+#include <ucp/core/ucp_types.h>
+#include <ucp/rndv/proto_rndv.h>
+#include <ucs/calib/calib.h>
+#include <ucs/datastruct/queue_types.h>
+
+
+/*
+ * rndv/sppln: a rendezvous protocol that chooses, per message, between
+ *  - zcopy: register the buffer (or find it in the registration cache) and
+ *    let UCX's rendezvous move it without copies;
+ *  - bcopy: copy through pre-registered staging buffers in fixed chunks;
+ *  - sppln: the same staging buffers with a superpipeline: chunks grow
+ *    geometrically (C_i = C_0 * q^i) so that copying chunk i+1 hides behind
+ *    sending chunk i, the first copy hides behind the RTS/RTR round trip,
+ *    and the receiver copies sub-blocks out while later ones still arrive.
+ * The sizes come from the measured cost model (ucs/calib), see
+ * proto_sppln_model.c. Files:
+ *  proto_sppln_model.c    configuration, schedule, per-message choice, perf
+ *  proto_sppln_staging.c  the worker's registered staging regions
+ *  proto_sppln_send.c     the protocol (sender side)
+ *  proto_sppln_recv.c     the receiver side, started by a flagged RTS
+ */
+
+
+/* Staging slots per transfer and side: triple buffering */
+#define UCP_SPPLN_NUM_SLOTS     3
+
+/* notify_data of a sub-block put: group | slot | sub-block index */
+#define UCP_SPPLN_SUB_BITS      19
+#define UCP_SPPLN_SLOT_BITS     2
+#define UCP_SPPLN_GROUP_BITS    6
+#define UCP_SPPLN_MAX_GROUPS    UCS_BIT(UCP_SPPLN_GROUP_BITS)
+
+
+/* How a message is moved */
+typedef enum {
+    UCP_SPPLN_PATH_AUTO,  /* configuration only: choose per message */
+    UCP_SPPLN_PATH_BCOPY, /* staging, fixed chunks of the slot size */
+    UCP_SPPLN_PATH_SPPLN, /* staging, geometric chunks */
+    UCP_SPPLN_PATH_ZCOPY, /* register, UCX's rendezvous */
+    UCP_SPPLN_PATH_LAST
+} ucp_sppln_path_t;
+
+
+/* Configuration, UCX_HCR_SPPLN_* */
+typedef struct {
+    int              enable;        /* ternary: offer the protocol at all */
+    ucs_config_names_array_t tls;   /* transports whose lanes it runs on */
+    ucp_sppln_path_t path;          /* forced path, or auto */
+    size_t           thresh;        /* from this size on, or auto */
+    size_t           slot_size;     /* bytes per staging slot */
+    size_t           sub_size;      /* bytes per notified sub-block */
+    unsigned         groups;        /* concurrent transfers per side */
+    size_t           c0;            /* first chunk, or auto */
+    double           q;             /* growth ratio, or 0 for auto */
+} ucp_sppln_config_t;
+
+
+/* Parameters of one transfer, sent in the RTS after its header */
+typedef struct {
+    uint32_t c0;        /* first chunk, bytes */
+    uint32_t q_1024;    /* growth ratio times 1024 */
+    uint32_t slot_size; /* largest chunk */
+    uint32_t sub_size;  /* bytes per notified put */
+    uint8_t  path;      /* ucp_sppln_path_t, for the receiver's counters */
+} UCS_S_PACKED ucp_sppln_rts_params_t;
+
+
+/* Ready-to-receive into staging: receiver -> sender */
+typedef struct {
+    uint64_t sreq_id;                          /* sender's request */
+    uint64_t rreq_id;                          /* receiver's request */
+    uint64_t slot_addr[UCP_SPPLN_NUM_SLOTS];   /* receiver staging slots */
+    uint32_t slot_size;                        /* bytes per receiver slot */
+    uint8_t  group;                            /* receiver staging group */
+    /* packed rkey of the receiver's staging region follows */
+} UCS_S_PACKED ucp_sppln_rtr_hdr_t;
+
+
+/* Chunk consumed (or transfer failed): receiver -> sender */
+typedef struct {
+    uint64_t sreq_id;
+    uint32_t chunk;   /* chunk whose slot is free again */
+    int8_t   status;  /* UCS_OK, or why the receiver gave up */
+} UCS_S_PACKED ucp_sppln_ack_hdr_t;
+
+
+/* Chunk schedule of a transfer */
+typedef struct {
+    size_t   length;     /* message bytes */
+    size_t   sub_size;   /* bytes per notified put */
+    unsigned n_chunks;
+    size_t   *offset;    /* n_chunks + 1 chunk start offsets */
+} ucp_sppln_sched_t;
+
+
+/* Per-protocol private data: UCX's RTS part first, so that the zcopy path
+ * can use UCX's RTS functions on it */
+typedef struct {
+    ucp_proto_rndv_ctrl_priv_t rts;
+    ucp_lane_index_t           rma_lane;   /* lane of the staged data */
+    ucp_md_index_t             md_index;   /* its memory domain */
+    int                        put_notify; /* lane has uct_ep_put_notify */
+    ucs_calib_derived_t        derived;    /* of the lane's device */
+    ucs_calib_model_t          model;
+    int                        have_model;
+    size_t                     c0;
+    double                     q;
+} ucp_sppln_priv_t;
+
+
+/* Counters of the paths taken, for tests and the debug log */
+typedef struct {
+    uint64_t sent[UCP_SPPLN_PATH_LAST];
+    uint64_t received[UCP_SPPLN_PATH_LAST];
+    uint64_t reg_fallback;  /* zcopy wanted, registration failed */
+} ucp_sppln_stats_t;
+
+
+/* Worker state (worker->sppln) */
+typedef struct ucp_sppln_worker {
+    ucp_mem_h          memh[2];      /* send and receive staging regions */
+    void               *base[2];
+    void               *rkey_buf;    /* packed rkey of the receive region */
+    size_t             rkey_size;
+    uint64_t           free_groups[2];
+    ucs_queue_head_t   waitq[2];     /* transfers waiting for a group */
+    size_t             slot_size;
+    size_t             sub_size;
+    unsigned           groups;
+    struct ucp_sppln_xfer *rx[UCP_SPPLN_MAX_GROUPS]; /* receive group owners */
+    ucp_sppln_stats_t  stats;
+} ucp_sppln_worker_t;
+
+
+enum {
+    UCP_SPPLN_SIDE_SEND,
+    UCP_SPPLN_SIDE_RECV
+};
+
+
+/* A staging slot of a transfer, with the completion of its puts */
+typedef struct {
+    uct_completion_t      comp;
+    struct ucp_sppln_xfer *xfer;
+    unsigned              chunk;   /* chunk it holds */
+    size_t                filled;  /* receiver: bytes arrived and copied */
+} ucp_sppln_slot_t;
+
+
+enum {
+    UCP_SPPLN_XFER_FLAG_PENDING  = UCS_BIT(0), /* in a lane's pending queue */
+    UCP_SPPLN_XFER_FLAG_RTS_SENT = UCS_BIT(1),
+    UCP_SPPLN_XFER_FLAG_RTR      = UCS_BIT(2), /* sender: RTR arrived;
+                                                  receiver: RTR sent */
+    UCP_SPPLN_XFER_FLAG_NOTIFY   = UCS_BIT(3), /* sender: put done, its
+                                                  notification not sent */
+    UCP_SPPLN_XFER_FLAG_DONE     = UCS_BIT(4), /* request completed */
+    UCP_SPPLN_XFER_FLAG_WAITING  = UCS_BIT(5)  /* in the worker's waitq */
+};
+
+
+/* One staged transfer, on either side */
+typedef struct ucp_sppln_xfer {
+    ucp_request_t       *req;       /* sender: user's; receiver: internal */
+    ucp_worker_h        worker;
+    ucs_queue_elem_t    queue;      /* in the worker's waitq */
+    int                 side;
+    ucp_sppln_path_t    path;
+    unsigned            flags;
+    int                 group;      /* staging group, -1 if none */
+    ucs_status_t        status;
+    unsigned            refcount;   /* request + puts in flight */
+    ucp_sppln_sched_t   sched;
+    ucp_sppln_slot_t    slot[UCP_SPPLN_NUM_SLOTS];
+    ucp_lane_index_t    am_lane;
+    ucp_lane_index_t    rma_lane;
+    unsigned            next_copy;  /* sender: next chunk to copy in */
+    unsigned            next_put;   /* sender: next chunk to send */
+    size_t              put_offset; /* sender: bytes of next_put sent */
+    unsigned            acked;      /* sender: chunks freed by receiver */
+    unsigned            acks;       /* receiver: acks to send */
+    unsigned            acks_sent;
+    uint64_t            remote_id;  /* peer's request id */
+    uint64_t            remote_slot[UCP_SPPLN_NUM_SLOTS];
+    uint8_t             remote_group;
+    ucp_rkey_h          rkey;
+    uct_rkey_t          tl_rkey;
+    size_t              received;   /* receiver: bytes copied out */
+    ucp_sppln_rts_params_t params;  /* receiver: from the RTS */
+} ucp_sppln_xfer_t;
+
+
+/* proto_sppln_model.c */
+const ucp_sppln_config_t *ucp_sppln_config(void);
+
+ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
+                                  ucp_sppln_path_t path, size_t c0, double q,
+                                  size_t slot_size, size_t sub_size);
+
+void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched);
+
+ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker,
+                                  const ucp_sppln_priv_t *spriv,
+                                  const void *buffer, size_t length);
+
+void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name);
+
+void ucp_sppln_perf(const ucp_sppln_priv_t *spriv, ucp_proto_caps_t *caps,
+                    double ctrl_time);
+
+extern const char *ucp_sppln_path_names[];
+
+
+/* proto_sppln_staging.c */
+ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
+                                  ucp_sppln_worker_t **sw_p);
+
+int ucp_sppln_group_get(ucp_sppln_worker_t *sw, int side);
+
+void ucp_sppln_group_put(ucp_worker_h worker, int side, int group);
+
+void *ucp_sppln_slot_ptr(ucp_sppln_worker_t *sw, int side, int group,
+                         unsigned slot);
+
+uct_mem_h ucp_sppln_slot_memh(ucp_sppln_worker_t *sw, int side,
+                              ucp_md_index_t md_index);
+
+void ucp_sppln_xfer_put(ucp_sppln_xfer_t *xfer);
+
+void ucp_sppln_kick(ucp_sppln_xfer_t *xfer);
+
+void ucp_sppln_wait_group(ucp_sppln_worker_t *sw, ucp_sppln_xfer_t *xfer);
+
+ucs_status_t ucp_sppln_send_ctrl(ucp_sppln_xfer_t *xfer, ucp_lane_index_t lane,
+                                 uint8_t am_id, uct_pack_callback_t pack_cb);
+
+
+/* proto_sppln_send.c / proto_sppln_recv.c */
+ucs_status_t ucp_sppln_send_progress(uct_pending_req_t *self);
+
+ucs_status_t ucp_sppln_recv_progress(uct_pending_req_t *self);
+
+
+/**
+ * Receiver side of a flagged RTS (called from ucp_proto_rndv_receive_start).
+ */
+void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
+                                   const ucp_rndv_rts_hdr_t *rts,
+                                   const void *params, size_t params_length);
+
+
+/**
+ * Release the staging regions of a worker (from ucp_worker_destroy).
+ */
+void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker);
+
+
+/**
+ * Path counters of a worker, NULL when it never used the protocol.
+ */
+const ucp_sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
+
+#endif

@@ -1,0 +1,368 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "proto_sppln.h"
+
+#include <ucp/core/ucp_context.h>
+#include <ucp/core/ucp_worker.h>
+#include <ucs/config/parser.h>
+#include <ucs/memory/rcache_int.h>
+#include <ucs/sys/sys.h>
+#include <sys/mman.h>
+#include <pthread.h>
+#include <math.h>
+
+
+/*
+ * The choice per message, and the schedule of the staged paths, from the
+ * measured cost model of the lane's device.
+ */
+
+const char *ucp_sppln_path_names[] = {
+    [UCP_SPPLN_PATH_AUTO]  = "auto",
+    [UCP_SPPLN_PATH_BCOPY] = "bcopy",
+    [UCP_SPPLN_PATH_SPPLN] = "sppln",
+    [UCP_SPPLN_PATH_ZCOPY] = "zcopy",
+    [UCP_SPPLN_PATH_LAST]  = NULL
+};
+
+static ucs_config_field_t ucp_sppln_config_table[] = {
+    {"ENABLE", "try",
+     "Offer the rndv/sppln rendezvous protocol (per-message choice between\n"
+     "bcopy through staging, a superpipelined copy, and registration +\n"
+     "zero-copy, from the measured costs of the device).",
+     ucs_offsetof(ucp_sppln_config_t, enable), UCS_CONFIG_TYPE_TERNARY},
+
+    {"TLS", "hcr",
+     "Transports on whose lanes rndv/sppln runs, or \"all\" for any lane\n"
+     "with put zero-copy. On lanes without uct_ep_put_notify_zcopy() each\n"
+     "put is followed by an active message ordered after it.",
+     ucs_offsetof(ucp_sppln_config_t, tls), UCS_CONFIG_TYPE_STRING_ARRAY},
+
+    {"PATH", "auto",
+     "How rndv/sppln moves a message:\n"
+     " auto  - a buffer found in the registration cache goes zero-copy; else\n"
+     "         the measured critical sizes choose bcopy, sppln or zcopy.\n"
+     " bcopy - copy through the staging buffers in fixed chunks.\n"
+     " sppln - superpipelined copy through the staging buffers.\n"
+     " zcopy - register the buffer and send it with UCX's rendezvous.",
+     ucs_offsetof(ucp_sppln_config_t, path),
+     UCS_CONFIG_TYPE_ENUM(ucp_sppln_path_names)},
+
+    {"THRESH", "auto",
+     "Message size from which rndv/sppln takes over from the other\n"
+     "protocols. auto: the measured size at which a superpipelined copy\n"
+     "beats a single copy (at least the staging sub-block).",
+     ucs_offsetof(ucp_sppln_config_t, thresh), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SLOT_SIZE", "1m",
+     "Bytes per staging slot: the largest chunk. Each transfer uses three\n"
+     "slots on each side (triple buffering).",
+     ucs_offsetof(ucp_sppln_config_t, slot_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"SUB_SIZE", "64k",
+     "Bytes per notified put: the receiver copies a sub-block out as soon\n"
+     "as its notification arrives.",
+     ucs_offsetof(ucp_sppln_config_t, sub_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"GROUPS", "4",
+     "Transfers that can be staged at once per worker and direction; the\n"
+     "staging regions are GROUPS x 3 x SLOT_SIZE bytes each, registered once.",
+     ucs_offsetof(ucp_sppln_config_t, groups), UCS_CONFIG_TYPE_UINT},
+
+    {"C0", "auto",
+     "First chunk of the superpipeline. auto: the measured C_0 (the bytes\n"
+     "copied during a rendezvous round trip).",
+     ucs_offsetof(ucp_sppln_config_t, c0), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"Q", "0",
+     "Growth ratio of the superpipeline's chunks. 0: the measured\n"
+     "q = copy bandwidth / network bandwidth (at least 1).",
+     ucs_offsetof(ucp_sppln_config_t, q), UCS_CONFIG_TYPE_DOUBLE},
+
+    {NULL}
+};
+
+UCS_CONFIG_REGISTER_TABLE(ucp_sppln_config_table,
+                          "Superpipelined rendezvous (rndv/sppln)",
+                          "HCR_SPPLN_", ucp_sppln_config_t,
+                          &ucs_config_global_list)
+
+
+static ucp_sppln_config_t ucp_sppln_cfg;
+static pthread_once_t ucp_sppln_cfg_once = PTHREAD_ONCE_INIT;
+static int ucp_sppln_cfg_valid;
+
+static void ucp_sppln_config_read(void)
+{
+    ucs_status_t status;
+
+    status = ucs_config_parser_fill_opts(&ucp_sppln_cfg,
+                                         ucp_sppln_config_table,
+                                         UCS_DEFAULT_ENV_PREFIX, "HCR_SPPLN_",
+                                         0);
+    if (status != UCS_OK) {
+        return;
+    }
+
+    if ((ucp_sppln_cfg.sub_size < UCS_KBYTE) ||
+        (ucp_sppln_cfg.slot_size < ucp_sppln_cfg.sub_size) ||
+        (ucp_sppln_cfg.slot_size > UINT32_MAX) ||
+        ((ucp_sppln_cfg.slot_size / ucp_sppln_cfg.sub_size) >=
+         UCS_BIT(UCP_SPPLN_SUB_BITS)) ||
+        (ucp_sppln_cfg.groups == 0) ||
+        (ucp_sppln_cfg.groups > UCP_SPPLN_MAX_GROUPS)) {
+        ucs_error("UCX_HCR_SPPLN_*: invalid staging geometry (slot %zu, "
+                  "sub-block %zu, groups %u): need 1k <= SUB_SIZE <= "
+                  "SLOT_SIZE < 4g and 1 <= GROUPS <= %lu; rndv/sppln disabled",
+                  ucp_sppln_cfg.slot_size, ucp_sppln_cfg.sub_size,
+                  ucp_sppln_cfg.groups, UCP_SPPLN_MAX_GROUPS);
+        return;
+    }
+
+    ucp_sppln_cfg_valid = 1;
+}
+
+const ucp_sppln_config_t *ucp_sppln_config(void)
+{
+    pthread_once(&ucp_sppln_cfg_once, ucp_sppln_config_read);
+    return ucp_sppln_cfg_valid ? &ucp_sppln_cfg : NULL;
+}
+
+ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
+                                  ucp_sppln_path_t path, size_t c0, double q,
+                                  size_t slot_size, size_t sub_size)
+{
+    double chunk = c0;
+    unsigned n, max_chunks;
+    size_t offset, size;
+
+    /* chunks are whole sub-blocks, so sub-block k of a chunk is at
+     * k * sub_size in its slot */
+    if (path == UCP_SPPLN_PATH_BCOPY) {
+        chunk = slot_size;
+        q     = 1.0;
+    }
+
+    max_chunks       = ucs_div_round_up(length, sub_size) + 1;
+    sched->length    = length;
+    sched->sub_size  = sub_size;
+    sched->offset    = ucs_malloc(sizeof(*sched->offset) * (max_chunks + 1),
+                                  "sppln_sched");
+    if (sched->offset == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    offset = 0;
+    for (n = 0; offset < length; ++n) {
+        size = ucs_min((size_t)chunk, slot_size);
+        size = ucs_min(ucs_align_up(size, sub_size), slot_size);
+        size = ucs_min(size, length - offset);
+        sched->offset[n] = offset;
+        offset          += size;
+        chunk           *= q;
+    }
+    sched->offset[n] = length;
+    sched->n_chunks  = n;
+    return UCS_OK;
+}
+
+void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched)
+{
+    ucs_free(sched->offset);
+    sched->offset = NULL;
+}
+
+/* Whether the UCP registration cache holds all of [buffer, buffer+length)
+ * already: a peek at its page table, without taking a reference */
+static int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
+                                size_t length)
+{
+    ucs_rcache_t *rcache = context->rcache;
+    ucs_pgt_region_t *pgt_region;
+    ucs_rcache_region_t *region;
+    int hit = 0;
+
+    if (rcache == NULL) {
+        return 0;
+    }
+
+    pthread_rwlock_rdlock(&rcache->pgt_lock);
+    pgt_region = ucs_pgtable_lookup(&rcache->pgtable, (uintptr_t)buffer);
+    if (pgt_region != NULL) {
+        region = ucs_derived_of(pgt_region, ucs_rcache_region_t);
+        hit    = (region->flags & UCS_RCACHE_REGION_FLAG_REGISTERED) &&
+                 (region->super.end >= ((uintptr_t)buffer + length));
+    }
+    pthread_rwlock_unlock(&rcache->pgt_lock);
+    return hit;
+}
+
+/* Residency of a buffer, judged by its first page */
+static ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
+{
+    size_t page    = ucs_get_page_size();
+    void *first    = (void*)ucs_align_down((uintptr_t)buffer, page);
+    unsigned char vec;
+
+    if ((mincore(first, page, &vec) == 0) && (vec & 1)) {
+        return UCS_CALIB_PAGES_RESIDENT;
+    }
+    return UCS_CALIB_PAGES_NONRESIDENT;
+}
+
+ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker,
+                                  const ucp_sppln_priv_t *spriv,
+                                  const void *buffer, size_t length)
+{
+    const ucp_sppln_config_t *cfg = ucp_sppln_config();
+    ucs_calib_pages_t pages;
+
+    if (cfg->path != UCP_SPPLN_PATH_AUTO) {
+        return cfg->path;
+    }
+
+    if (ucp_sppln_rcache_hit(worker->context, buffer, length)) {
+        return UCP_SPPLN_PATH_ZCOPY;
+    }
+
+    if (!spriv->have_model) {
+        return UCP_SPPLN_PATH_SPPLN;
+    }
+
+    pages = ucp_sppln_pages(buffer);
+    if (length >= spriv->derived.zcopy_thresh[pages]) {
+        return UCP_SPPLN_PATH_ZCOPY;
+    } else if (length >= spriv->derived.sp_thresh) {
+        return UCP_SPPLN_PATH_SPPLN;
+    }
+    return UCP_SPPLN_PATH_BCOPY;
+}
+
+void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name)
+{
+    const ucp_sppln_config_t *cfg = ucp_sppln_config();
+    char dev[UCS_CALIB_DEV_NAME_MAX];
+    char *colon;
+
+    /* models are per device; md names may carry a suffix */
+    ucs_strncpy_zero(dev, dev_name, sizeof(dev));
+    colon = strchr(dev, ':');
+    if (colon != NULL) {
+        *colon = '\0';
+    }
+
+    spriv->have_model = (ucs_calib_find(dev, &spriv->model, NULL) == UCS_OK);
+    if (spriv->have_model) {
+        ucs_calib_derive(&spriv->model, &spriv->derived);
+        spriv->c0 = spriv->derived.sp_c0;
+        spriv->q  = spriv->derived.sp_q;
+    } else {
+        /* no measurement (UCX_HCR_CALIB_MODE=off, or not an IB device) */
+        spriv->c0 = 64 * UCS_KBYTE;
+        spriv->q  = 2.0;
+    }
+
+    if (cfg->c0 != UCS_MEMUNITS_AUTO) {
+        spriv->c0 = cfg->c0;
+    }
+    if (cfg->q > 0) {
+        spriv->q = cfg->q;
+    }
+
+    spriv->c0 = ucs_max(spriv->c0, cfg->sub_size);
+    spriv->q  = ucs_min(ucs_max(spriv->q, 1.0), 16.0);
+}
+
+/* Modelled time of a staged transfer: both copies, overlapped with the
+ * network by the superpipeline, or one after another for fixed chunks */
+static double ucp_sppln_model_time(const ucp_sppln_priv_t *spriv, size_t length,
+                                   ucp_sppln_path_t path)
+{
+    const ucs_calib_model_t *model = &spriv->model;
+    ucs_calib_derived_t derived    = spriv->derived;
+    double copy;
+
+    switch (path) {
+    case UCP_SPPLN_PATH_ZCOPY:
+        /* register and deregister on both sides, then one transfer */
+        return 2 * ucs_calib_reg_time(model, length,
+                                      UCS_CALIB_PAGES_NONRESIDENT) +
+               model->net_latency + (length / model->net_bw);
+    case UCP_SPPLN_PATH_SPPLN:
+        derived.sp_c0 = spriv->c0;
+        derived.sp_q  = spriv->q;
+        /* the receiver's copy-out of the last chunk is exposed */
+        return ucs_calib_sp_time(model, &derived, length) +
+               (ucs_min(length, spriv->c0) /
+                ucs_calib_copy_bw(model, spriv->c0));
+    default:
+        copy = ucs_calib_copy_time(model, length, UCS_CALIB_PAGES_RESIDENT);
+        return 2 * copy + model->net_latency + (length / model->net_bw);
+    }
+}
+
+void ucp_sppln_perf(const ucp_sppln_priv_t *spriv, ucp_proto_caps_t *caps,
+                    double ctrl_time)
+{
+    static const char *names[] = {
+        [UCP_SPPLN_PATH_BCOPY] = "sppln/bcopy",
+        [UCP_SPPLN_PATH_SPPLN] = "sppln/superpipeline",
+        [UCP_SPPLN_PATH_ZCOPY] = "sppln/reg+zcopy"
+    };
+    size_t bounds[UCP_SPPLN_PATH_LAST];
+    ucp_sppln_path_t path;
+    size_t lo, hi;
+    double t_lo, t_hi;
+    unsigned i;
+
+    if (!spriv->have_model) {
+        return; /* keep the estimate of UCX's rendezvous */
+    }
+
+    /* ranges end where the measured critical sizes are, for a buffer that
+     * is not in the registration cache and not resident (first send) */
+    bounds[UCP_SPPLN_PATH_BCOPY] = spriv->derived.sp_thresh;
+    bounds[UCP_SPPLN_PATH_SPPLN] =
+            spriv->derived.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT];
+    bounds[UCP_SPPLN_PATH_ZCOPY] = SIZE_MAX;
+
+    caps->num_ranges = 0;
+    lo               = caps->min_length;
+    for (path = UCP_SPPLN_PATH_BCOPY; path < UCP_SPPLN_PATH_LAST; ++path) {
+        hi = ucs_max(bounds[path], lo + 1);
+        if ((path != UCP_SPPLN_PATH_ZCOPY) && (bounds[path] <= lo)) {
+            continue;
+        }
+
+        /* a line through the model's times at the ends of the range */
+        hi   = ucs_min(hi - 1, (size_t)UCS_GBYTE);
+        t_lo = ucp_sppln_model_time(spriv, ucs_max(lo, 1), path);
+        t_hi = ucp_sppln_model_time(spriv, ucs_max(hi, lo + 1), path);
+
+        i = caps->num_ranges++;
+        caps->ranges[i].name       = names[path];
+        caps->ranges[i].max_length = ((path == UCP_SPPLN_PATH_ZCOPY) ||
+                                      (bounds[path] == SIZE_MAX)) ?
+                                     SIZE_MAX : bounds[path] - 1;
+        caps->ranges[i].perf[UCP_PROTO_PERF_TYPE_SINGLE].m =
+                (t_hi - t_lo) / (double)(ucs_max(hi, lo + 1) - ucs_max(lo, 1));
+        caps->ranges[i].perf[UCP_PROTO_PERF_TYPE_SINGLE].c =
+                ctrl_time + t_lo -
+                caps->ranges[i].perf[UCP_PROTO_PERF_TYPE_SINGLE].m *
+                        ucs_max(lo, 1);
+        caps->ranges[i].perf[UCP_PROTO_PERF_TYPE_MULTI] =
+                caps->ranges[i].perf[UCP_PROTO_PERF_TYPE_SINGLE];
+        lo = bounds[path];
+        if (caps->ranges[i].max_length == SIZE_MAX) {
+            break;
+        }
+    }
+}

@@ -1,0 +1,331 @@
+/*
+ * rndv/sppln (src/ucp/proto/proto_sppln*.c): tag messages from the
+ * rendezvous threshold to 64 MiB through each forced path and the automatic
+ * choice, checksummed, from unaligned offsets of buffers mapped fresh for
+ * every message, receives posted before and after arrival, both directions;
+ * many transfers in flight (more than the staging groups); the generic lane
+ * (rc_verbs: put, then an active message); registration failure (memlock)
+ * falling back to the superpipeline; and a peer killed mid-transfer.
+ */
+#include "th_ucx.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Path counters of a worker, as proto_sppln.h lays them out (the test
+ * builds against the installed API headers only) */
+typedef struct {
+    uint64_t sent[4];     /* auto (unused), bcopy, sppln, zcopy */
+    uint64_t received[4];
+    uint64_t reg_fallback;
+} sppln_stats_t;
+
+const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
+
+enum { SP_BCOPY = 1, SP_SPPLN = 2, SP_ZCOPY = 3 };
+
+#define SPPLN_MB (1024ul * 1024ul)
+
+static void sppln_env(const char *path, const char *tls)
+{
+    if (!th_have_verbs_device("softverbs") && !th_have_verbs_device("mlx")) {
+        TH_SKIP("no verbs device (softverbs not preloaded)");
+    }
+    setenv("UCX_TLS", tls, 1);
+    setenv("UCX_PROTO_ENABLE", "y", 1);
+    setenv("UCX_HCR_SPPLN_PATH", path, 1);
+    setenv("UCX_HCR_SPPLN_TLS", "all", 1);
+}
+
+/* a fresh mapping for every message: never registered, never touched */
+static uint8_t *sppln_map(size_t size, size_t *map_len)
+{
+    void *p;
+
+    *map_len = size + 4096 + 64;
+    p = mmap(NULL, *map_len, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    TH_ASSERT(p != MAP_FAILED);
+    return p;
+}
+
+typedef struct {
+    const char *path;
+    const char *tls;
+    size_t     max_size;
+} sppln_arg_t;
+
+static const size_t sppln_sizes[] = {
+    64 * 1024, 64 * 1024 + 3, 300001, SPPLN_MB + 5, 4 * SPPLN_MB + 1,
+    16 * SPPLN_MB, 64 * SPPLN_MB
+};
+#define SPPLN_NUM_SIZES (sizeof(sppln_sizes) / sizeof(sppln_sizes[0]))
+
+static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
+                                 void *varg)
+{
+    const sppln_arg_t *arg    = varg;
+    ucp_request_param_t param = {0};
+    const sppln_stats_t *st;
+    size_t size, map_len, off;
+    unsigned i, n_sent = 0;
+    uint8_t *map, *buf;
+    th_ucp_t ucp;
+    int dir;
+    char go;
+
+    sppln_env(arg->path, arg->tls);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (dir = 0; dir < 2; ++dir) {
+        for (i = 0; i < SPPLN_NUM_SIZES; ++i) {
+            size = sppln_sizes[i];
+            if (size > arg->max_size) {
+                continue;
+            }
+            off = (i * 7 + dir * 13) % 64; /* unaligned start */
+            map = sppln_map(size, &map_len);
+            buf = map + off;
+            if (rank == dir) {
+                th_fill_pattern(buf, size, dir * 1000 + i);
+                /* odd messages arrive before their receive is posted */
+                if (!(i & 1)) {
+                    th_oob_recv(oob, 1 - rank, &go, 1);
+                }
+                TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                        ucp_tag_send_nbx(ucp.ep, buf, size, 0x100 + i,
+                                         &param), 120.0));
+                ++n_sent;
+            } else {
+                ucp_request_param_t rp = {0};
+                void *req;
+
+                memset(buf, 0xee, size + 1);
+                if (i & 1) {
+                    /* let the RTS arrive first (unexpected) */
+                    double until = th_time() + 0.05;
+                    while (th_time() < until) {
+                        ucp_worker_progress(ucp.worker);
+                    }
+                }
+                req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x100 + i,
+                                       (ucp_tag_t)-1, &rp);
+                if (!(i & 1)) {
+                    go = 1;
+                    th_oob_send(oob, 1 - rank, &go, 1);
+                }
+                TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+                TH_CHECK_PATTERN(buf, size, dir * 1000 + i);
+                TH_ASSERT_EQ(buf[size], 0xee);
+            }
+            munmap(map, map_len);
+        }
+    }
+    th_oob_barrier(oob);
+
+    st = ucp_proto_sppln_stats(ucp.worker);
+    TH_ASSERT(st != NULL);
+    th_log("rank %d sent bcopy %llu sppln %llu zcopy %llu, received bcopy "
+           "%llu sppln %llu", rank, (unsigned long long)st->sent[SP_BCOPY],
+           (unsigned long long)st->sent[SP_SPPLN],
+           (unsigned long long)st->sent[SP_ZCOPY],
+           (unsigned long long)st->received[SP_BCOPY],
+           (unsigned long long)st->received[SP_SPPLN]);
+    if (!strcmp(arg->path, "auto")) {
+        TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] +
+                     st->sent[SP_ZCOPY], n_sent);
+    } else {
+        TH_ASSERT_EQ(st->sent[!strcmp(arg->path, "bcopy") ? SP_BCOPY :
+                              !strcmp(arg->path, "sppln") ? SP_SPPLN :
+                              SP_ZCOPY], n_sent);
+    }
+    th_ucp_cleanup(&ucp);
+}
+
+static void sppln_run(th_proc_fn_t fn, sppln_arg_t *arg)
+{
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, fn, arg);
+}
+
+#define SPPLN_PATH_TEST(_path, _max) \
+    TH_TEST_TIMEOUT(sppln, integrity_##_path, 300) \
+    { \
+        sppln_arg_t arg = {#_path, "hcr", _max}; \
+        sppln_run(sppln_integrity_rank, &arg); \
+    }
+
+SPPLN_PATH_TEST(auto, 64 * SPPLN_MB)
+SPPLN_PATH_TEST(sppln, 64 * SPPLN_MB)
+SPPLN_PATH_TEST(bcopy, 16 * SPPLN_MB)
+SPPLN_PATH_TEST(zcopy, 16 * SPPLN_MB)
+
+/* rc_verbs has no put-with-notify: each put is followed by an AM */
+TH_TEST_TIMEOUT(sppln, generic_lane_rc_verbs, 300)
+{
+    sppln_arg_t arg = {"sppln", "rc_v", 16 * SPPLN_MB};
+
+    sppln_run(sppln_integrity_rank, &arg);
+}
+
+/* ---- many transfers in flight, both ways at once ---------------------- */
+
+#define SPPLN_NUM_INFLIGHT 12
+
+static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs,
+                                void *varg)
+{
+    ucp_request_param_t param = {0};
+    void *sreq[SPPLN_NUM_INFLIGHT], *rreq[SPPLN_NUM_INFLIGHT];
+    uint8_t *sbuf[SPPLN_NUM_INFLIGHT], *rbuf[SPPLN_NUM_INFLIGHT];
+    size_t size[SPPLN_NUM_INFLIGHT];
+    th_ucp_t ucp;
+    unsigned i;
+
+    sppln_env("sppln", "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i < SPPLN_NUM_INFLIGHT; ++i) {
+        size[i] = (i + 1) * 300007;
+        sbuf[i] = malloc(size[i]);
+        rbuf[i] = malloc(size[i]);
+        th_fill_pattern(sbuf[i], size[i], rank * 100 + i);
+        memset(rbuf[i], 0, size[i]);
+    }
+    /* more transfers than staging groups (4): the rest wait for one */
+    for (i = 0; i < SPPLN_NUM_INFLIGHT; ++i) {
+        rreq[i] = ucp_tag_recv_nbx(ucp.worker, rbuf[i], size[i], i,
+                                   (ucp_tag_t)-1, &param);
+        sreq[i] = ucp_tag_send_nbx(ucp.ep, sbuf[i], size[i], i, &param);
+    }
+    for (i = 0; i < SPPLN_NUM_INFLIGHT; ++i) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, sreq[i], 120.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, rreq[i], 120.0));
+        TH_CHECK_PATTERN(rbuf[i], size[i], (1 - rank) * 100 + i);
+        free(sbuf[i]);
+        free(rbuf[i]);
+    }
+    TH_ASSERT_EQ(ucp_proto_sppln_stats(ucp.worker)->sent[SP_SPPLN],
+                 SPPLN_NUM_INFLIGHT);
+    th_oob_barrier(oob);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, many_in_flight_both_ways, 300)
+{
+    sppln_run(sppln_inflight_rank, NULL);
+}
+
+/* ---- registration fails: the message goes through the superpipeline --- */
+
+static void sppln_memlock_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size         = 192 * SPPLN_MB;
+    ucp_request_param_t param = {0};
+    const sppln_stats_t *st;
+    th_ucp_t ucp;
+    uint8_t *buf;
+
+    sppln_env("zcopy", "hcr");
+    /* keep UCX's own pools small so that the limit bites on the message */
+    setenv("UCX_RC_RX_QUEUE_LEN", "256", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    buf = malloc(size);
+    TH_ASSERT(buf != NULL);
+
+    if (rank == 0) {
+        th_fill_pattern(buf, size, 77);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf, size,
+                                                            5, &param),
+                                     120.0));
+        st = ucp_proto_sppln_stats(ucp.worker);
+        th_log("registration fallbacks %llu, sent sppln %llu",
+               (unsigned long long)st->reg_fallback,
+               (unsigned long long)st->sent[SP_SPPLN]);
+        TH_ASSERT_EQ(st->reg_fallback, 1);
+        TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
+    } else {
+        memset(buf, 0, size);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_recv_nbx(ucp.worker, buf,
+                                                            size, 5,
+                                                            (ucp_tag_t)-1,
+                                                            &param),
+                                     120.0));
+        TH_CHECK_PATTERN(buf, size, 77);
+    }
+    th_oob_barrier(oob);
+    free(buf);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, memlock_exhausted_falls_back, 120)
+{
+    /* room for the interfaces' pools and the staging regions, not for the
+     * 192 MiB message */
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "160m", 1);
+    th_run_procs(2, sppln_memlock_rank, NULL);
+}
+
+/* ---- a peer killed in the middle of a superpipelined transfer --------- */
+
+static void sppln_kill_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size         = 32 * SPPLN_MB;
+    ucp_request_param_t param = {0};
+    ucs_status_t status       = UCS_OK;
+    uint8_t *buf              = malloc(size);
+    double deadline;
+    th_ucp_t ucp;
+    int n = 0;
+
+    sppln_env("sppln", "hcr");
+    setenv("UCX_LOG_LEVEL", "fatal", 1);
+    setenv("UCX_KEEPALIVE_INTERVAL", "1s", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 1);
+    th_oob_barrier(oob);
+
+    if (rank == 1) {
+        /* take the first message, then die while the next one streams */
+        ucp_request_param_t rp = {0};
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_recv_nbx(ucp.worker, buf,
+                size, 1, (ucp_tag_t)-1, &rp), 60.0));
+        ucp_tag_recv_nbx(ucp.worker, buf, size, 1, (ucp_tag_t)-1, &rp);
+        while (ucp_proto_sppln_stats(ucp.worker)->received[SP_SPPLN] < 2) {
+            ucp_worker_progress(ucp.worker);
+        }
+        raise(SIGKILL);
+    }
+
+    deadline = th_time() + 90.0;
+    while ((ucp.ep_error == UCS_OK) && (status == UCS_OK)) {
+        void *req = ucp_tag_send_nbx(ucp.ep, buf, size, 1, &param);
+        status = th_ucp_wait(&ucp, req, 90.0);
+        ++n;
+        TH_ASSERT(th_time() < deadline);
+    }
+    th_log("killed peer detected after %d sends: request %s, ep error %s", n,
+           ucs_status_string(status), ucs_status_string(ucp.ep_error));
+    TH_ASSERT(n >= 2);
+    _exit(0);
+}
+
+TH_TEST_TIMEOUT(sppln, killed_peer_mid_transfer, 200)
+{
+    int status[2];
+    th_procs_t *p;
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    p = th_procs_start(2, sppln_kill_rank, NULL);
+    th_procs_wait(p, status);
+    if ((status[0] == TH_EXIT_SKIP) || (status[1] == TH_EXIT_SKIP)) {
+        TH_SKIP("no verbs device");
+    }
+    TH_ASSERT_EQ(status[0], 0);
+    TH_ASSERT_EQ(status[1], 128 + SIGKILL);
+}

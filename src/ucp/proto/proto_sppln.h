@@ -40,6 +40,9 @@
 #define UCP_SPPLN_GROUP_BITS    6
 #define UCP_SPPLN_MAX_GROUPS    UCS_BIT(UCP_SPPLN_GROUP_BITS)
 
+/* Buffers remembered as staged once: sent again, they are registered */
+#define UCP_SPPLN_STAGED_HASH   256
+
 
 /* How a message is moved */
 typedef enum {
@@ -138,6 +141,7 @@ typedef struct ucp_sppln_worker {
     size_t             sub_size;
     unsigned           groups;
     struct ucp_sppln_xfer *rx[UCP_SPPLN_MAX_GROUPS]; /* receive group owners */
+    uint64_t           staged[UCP_SPPLN_STAGED_HASH]; /* buffers staged once */
     ucp_sppln_stats_t  stats;
 } ucp_sppln_worker_t;
 

@@ -15,6 +15,7 @@
 #include <ucs/config/parser.h>
 #include <ucs/memory/rcache_int.h>
 #include <ucs/sys/sys.h>
+#include <ucs/datastruct/khash.h>
 #include <sys/mman.h>
 #include <pthread.h>
 #include <math.h>
@@ -205,6 +206,28 @@ static int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
     return hit;
 }
 
+/* Whether this buffer was staged before (and remember it if not): a small
+ * direct-mapped table of (address, length) */
+static int ucp_sppln_staged_before(ucp_worker_h worker, const void *buffer,
+                                   size_t length)
+{
+    ucp_sppln_worker_t *sw;
+    uint64_t key;
+    unsigned idx;
+
+    if (ucp_sppln_worker_get(worker, &sw) != UCS_OK) {
+        return 0;
+    }
+
+    key = ((uintptr_t)buffer * 31) ^ length;
+    idx = kh_int64_hash_func(key) % UCP_SPPLN_STAGED_HASH;
+    if (sw->staged[idx] == key) {
+        return 1;
+    }
+    sw->staged[idx] = key;
+    return 0;
+}
+
 /* Residency of a buffer, judged by its first page */
 static ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
 {
@@ -230,6 +253,12 @@ ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker,
     }
 
     if (ucp_sppln_rcache_hit(worker->context, buffer, length)) {
+        return UCP_SPPLN_PATH_ZCOPY;
+    }
+
+    /* a buffer sent before is likely to be sent again: register it now, so
+     * that its next sends hit the cache; a first send is staged */
+    if (ucp_sppln_staged_before(worker, buffer, length)) {
         return UCP_SPPLN_PATH_ZCOPY;
     }
 

@@ -157,7 +157,8 @@ typedef struct {
     uct_completion_t      comp;
     struct ucp_sppln_xfer *xfer;
     unsigned              chunk;   /* chunk it holds */
-    size_t                filled;  /* receiver: bytes arrived and copied */
+    size_t                filled;  /* sender: bytes held until sent;
+                                      receiver: bytes arrived and copied */
 } ucp_sppln_slot_t;
 
 
@@ -213,7 +214,7 @@ ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
 
 void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched);
 
-ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker,
+ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
                                   const ucp_sppln_priv_t *spriv,
                                   const void *buffer, size_t length);
 

@@ -208,16 +208,11 @@ static int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
 
 /* Whether this buffer was staged before (and remember it if not): a small
  * direct-mapped table of (address, length) */
-static int ucp_sppln_staged_before(ucp_worker_h worker, const void *buffer,
+static int ucp_sppln_staged_before(ucp_sppln_worker_t *sw, const void *buffer,
                                    size_t length)
 {
-    ucp_sppln_worker_t *sw;
     uint64_t key;
     unsigned idx;
-
-    if (ucp_sppln_worker_get(worker, &sw) != UCS_OK) {
-        return 0;
-    }
 
     key = ((uintptr_t)buffer * 31) ^ length;
     idx = kh_int64_hash_func(key) % UCP_SPPLN_STAGED_HASH;
@@ -241,7 +236,7 @@ static ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
     return UCS_CALIB_PAGES_NONRESIDENT;
 }
 
-ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker,
+ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
                                   const ucp_sppln_priv_t *spriv,
                                   const void *buffer, size_t length)
 {
@@ -258,7 +253,7 @@ ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker,
 
     /* a buffer sent before is likely to be sent again: register it now, so
      * that its next sends hit the cache; a first send is staged */
-    if (ucp_sppln_staged_before(worker, buffer, length)) {
+    if (ucp_sppln_staged_before(sw, buffer, length)) {
         return UCP_SPPLN_PATH_ZCOPY;
     }
 

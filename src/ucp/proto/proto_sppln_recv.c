@@ -240,7 +240,7 @@ ucp_sppln_handle_data(void *arg, void *data, size_t length, unsigned flags)
     return UCS_OK;
 }
 
-static void ucp_sppln_recv_fail_early(ucp_worker_h worker, ucp_request_t *req,
+static void ucp_sppln_recv_fail_early(ucp_request_t *req,
                                       ucp_sppln_xfer_t *xfer,
                                       ucs_status_t status)
 {
@@ -301,7 +301,7 @@ void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
                   "expected %zu", rts->size, params_length,
                   sizeof(xfer->params));
         recv_req->status = UCS_ERR_INVALID_PARAM;
-        ucp_sppln_recv_fail_early(worker, req, xfer, UCS_ERR_INVALID_PARAM);
+        ucp_sppln_recv_fail_early(req, xfer, UCS_ERR_INVALID_PARAM);
         return;
     }
     memcpy(&xfer->params, params, sizeof(xfer->params));
@@ -309,8 +309,7 @@ void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
     if (rts->size > recv_req->recv.length) {
         recv_req->status = UCS_ERR_MESSAGE_TRUNCATED;
         ucp_request_recv_generic_dt_finish(recv_req);
-        ucp_sppln_recv_fail_early(worker, req, xfer,
-                                  UCS_ERR_MESSAGE_TRUNCATED);
+        ucp_sppln_recv_fail_early(req, xfer, UCS_ERR_MESSAGE_TRUNCATED);
         return;
     }
 
@@ -331,7 +330,7 @@ void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
     }
     if (status != UCS_OK) {
         recv_req->status = status;
-        ucp_sppln_recv_fail_early(worker, req, xfer, status);
+        ucp_sppln_recv_fail_early(req, xfer, status);
         return;
     }
 

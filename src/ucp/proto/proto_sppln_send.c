@@ -231,19 +231,13 @@ out:
 }
 
 static ucs_status_t ucp_sppln_xfer_create(ucp_request_t *req,
+                                          ucp_sppln_worker_t *sw,
                                           ucp_sppln_path_t path)
 {
     const ucp_sppln_priv_t *spriv = req->send.proto_config->priv;
-    ucp_worker_h worker           = req->send.ep->worker;
-    ucp_sppln_worker_t *sw;
     ucp_sppln_xfer_t *xfer;
     ucs_status_t status;
     unsigned s;
-
-    status = ucp_sppln_worker_get(worker, &sw);
-    if (status != UCS_OK) {
-        return status;
-    }
 
     xfer = ucs_calloc(1, sizeof(*xfer), "sppln_xfer");
     if (xfer == NULL) {
@@ -259,7 +253,7 @@ static ucs_status_t ucp_sppln_xfer_create(ucp_request_t *req,
     }
 
     xfer->req      = req;
-    xfer->worker   = worker;
+    xfer->worker   = req->send.ep->worker;
     xfer->side     = UCP_SPPLN_SIDE_SEND;
     xfer->path     = path;
     xfer->group    = -1;
@@ -289,15 +283,19 @@ static ucs_status_t ucp_sppln_request_init(ucp_request_t *req)
     ucp_sppln_path_t path;
     ucs_status_t status;
 
-    path = ucp_sppln_choose(worker, spriv,
+    /* the staging regions, and the table of buffers staged before */
+    status = ucp_sppln_worker_get(worker, &sw);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    path = ucp_sppln_choose(worker, sw, spriv,
                             req->send.state.dt_iter.type.contig.buffer, length);
     if (path == UCP_SPPLN_PATH_ZCOPY) {
         req->send.rndv.sppln_xfer = NULL;
         status = ucp_proto_rndv_rts_request_init(req);
         if (status == UCS_OK) {
-            if (ucp_sppln_worker_get(worker, &sw) == UCS_OK) {
-                ++sw->stats.sent[UCP_SPPLN_PATH_ZCOPY];
-            }
+            ++sw->stats.sent[UCP_SPPLN_PATH_ZCOPY];
             ucs_debug("rndv/sppln req %p: %zu bytes path zcopy", req, length);
             req->send.uct.func = ucp_tag_rndv_proto.progress[0];
             return UCS_OK;
@@ -307,9 +305,7 @@ static ucs_status_t ucp_sppln_request_init(ucp_request_t *req)
         ucs_debug("rndv/sppln req %p: registering %zu bytes failed (%s), "
                   "sending through the superpipeline", req, length,
                   ucs_status_string(status));
-        if (ucp_sppln_worker_get(worker, &sw) == UCS_OK) {
-            ++sw->stats.reg_fallback;
-        }
+        ++sw->stats.reg_fallback;
         path = UCP_SPPLN_PATH_SPPLN;
     }
 
@@ -318,7 +314,7 @@ static ucs_status_t ucp_sppln_request_init(ucp_request_t *req)
         return status;
     }
 
-    status = ucp_sppln_xfer_create(req, path);
+    status = ucp_sppln_xfer_create(req, sw, path);
     if (status != UCS_OK) {
         return status;
     }

@@ -82,6 +82,25 @@ ucs_status_t th_ucp_wait(th_ucp_t *ucp, ucs_status_ptr_t request,
     return status;
 }
 
+int th_ucp_send_until_error(th_ucp_t *ucp, const void *buf, size_t size,
+                            ucp_tag_t tag, double timeout)
+{
+    ucp_request_param_t param = {0};
+    double deadline           = th_time() + timeout;
+    ucs_status_t status       = UCS_OK;
+    int n                     = 0;
+
+    while ((ucp->ep_error == UCS_OK) && (status == UCS_OK)) {
+        status = th_ucp_wait(ucp, ucp_tag_send_nbx(ucp->ep, buf, size, tag,
+                                                   &param), timeout);
+        ++n;
+        TH_ASSERT(th_time() < deadline);
+    }
+    th_log("dead peer detected after %d sends: request %s, ep error %s", n,
+           ucs_status_string(status), ucs_status_string(ucp->ep_error));
+    return n;
+}
+
 void th_ucp_oob_recv(th_ucp_t *ucp, th_oob_t *oob, int peer, void *buf,
                      size_t length)
 {

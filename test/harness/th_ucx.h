@@ -60,6 +60,14 @@ ucs_status_t th_ucp_wait(th_ucp_t *ucp, ucs_status_ptr_t request,
 void th_ucp_oob_recv(th_ucp_t *ucp, th_oob_t *oob, int peer, void *buf,
                      size_t length);
 
+/*
+ * Send tagged messages of size bytes until a send or the endpoint fails (a
+ * dead peer), failing the test after timeout seconds; logs and returns the
+ * number of sends.
+ */
+int th_ucp_send_until_error(th_ucp_t *ucp, const void *buf, size_t size,
+                            ucp_tag_t tag, double timeout);
+
 /* Flush, close the endpoint and destroy worker and context */
 void th_ucp_cleanup(th_ucp_t *ucp);
 

@@ -412,12 +412,8 @@ static void hcr_ucp_bad_rkey_rank(th_oob_t *oob, int rank, int nprocs,
 
 static void hcr_ucp_kill_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
-    ucp_request_param_t param = {0};
-    ucs_status_t status       = UCS_OK;
-    uint8_t *buf              = malloc(1024 * 1024);
-    double deadline;
+    uint8_t *buf = malloc(1024 * 1024);
     th_ucp_t ucp;
-    int n = 0;
 
     hcr_ucp_env(arg);
     setenv("UCX_LOG_LEVEL", "fatal", 1);
@@ -434,15 +430,7 @@ static void hcr_ucp_kill_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         raise(SIGKILL);
     }
 
-    deadline = th_time() + 60.0;
-    while ((ucp.ep_error == UCS_OK) && (status == UCS_OK)) {
-        void *req = ucp_tag_send_nbx(ucp.ep, buf, 1024 * 1024, 1, &param);
-        status = th_ucp_wait(&ucp, req, 60.0);
-        ++n;
-        TH_ASSERT(th_time() < deadline);
-    }
-    th_log("killed peer detected after %d sends: request %s, ep error %s", n,
-           ucs_status_string(status), ucs_status_string(ucp.ep_error));
+    th_ucp_send_until_error(&ucp, buf, 1024 * 1024, 1, 60.0);
     _exit(0);
 }
 

@@ -153,8 +153,10 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
     size = xfer->sched.offset[xfer->next_put + 1] -
            xfer->sched.offset[xfer->next_put];
 
-    if (xfer->put_offset == 0) {
-        /* guard the completion until all sub-blocks are posted */
+    if (slot->comp.count == 0) {
+        /* first visit of this chunk (not a retry after NO_RESOURCE): guard
+         * the completion until all sub-blocks are posted, and hold the
+         * transfer until it fires */
         slot->comp.count  = 1;
         slot->comp.status = UCS_OK;
         ++xfer->refcount;

@@ -98,7 +98,6 @@ static void *ucs_copy_thread_main(void *arg)
     ucs_copy_thread_engine_t *engine = arg;
     ucs_copy_piece_t piece;
 
-    pthread_setname_np(pthread_self(), "ucs_copy");
     pthread_mutex_lock(&engine->lock);
     for (;;) {
         ucs_copy_thread_idle(engine);
@@ -186,6 +185,9 @@ static ucs_status_t ucs_copy_thread_start(ucs_copy_thread_engine_t *engine,
                       engine->super.name, strerror(ret));
             return UCS_ERR_IO_ERROR;
         }
+        /* named here, not by the helper itself, so that the name is set
+         * when the engine is returned (tools and tests look for it) */
+        pthread_setname_np(engine->threads[i], "ucs_copy");
         ++engine->num_started;
     }
 

@@ -1,0 +1,183 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rvma.h"
+
+#include <ucp/core/ucp_worker.h>
+#include <ucs/debug/log.h>
+
+
+/*
+ * A put arriving at the target. The window decides at arrival whether the
+ * put fits and which buffer it goes to (rvma_win.c); an eager put is copied
+ * into that buffer from the receive descriptor, a rendezvous put is fetched
+ * by UCP straight into it. Either way the initiator gets one reply with the
+ * verdict, sent after the data is placed.
+ */
+
+static void ucp_rvma_reply_sent(void *request, ucs_status_t status,
+                                void *user_data)
+{
+    ucs_mpool_put(user_data);
+    ucp_request_free(request);
+}
+
+static void ucp_rvma_target_reply(ucp_rvma_worker_t *rw, ucp_ep_h reply_ep,
+                                  uint64_t req_id, ucs_status_t status)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t sreq;
+    ucp_rvma_msg_t *msg;
+
+    msg = ucs_mpool_get(&rw->msg_mp);
+    if (msg == NULL) {
+        ucs_error("worker %p: no memory for an RVMA reply", rw->worker);
+        return;
+    }
+
+    msg->reply.req_id  = req_id;
+    msg->reply.status  = status;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags        = UCP_AM_SEND_FLAG_EAGER;
+    param.cb.send      = ucp_rvma_reply_sent;
+    param.user_data    = msg;
+    sreq = ucp_am_send_nbx(reply_ep, rw->am_id + UCP_RVMA_AM_REPLY,
+                           &msg->reply, sizeof(msg->reply), NULL, 0, &param);
+    if (UCS_PTR_IS_PTR(sreq)) {
+        return; /* ucp_rvma_reply_sent() releases it */
+    }
+
+    if (UCS_PTR_IS_ERR(sreq)) {
+        /* the initiator is gone: nobody waits for the reply */
+        ucs_debug("worker %p: RVMA reply to ep %p failed: %s", rw->worker,
+                  reply_ep, ucs_status_string(UCS_PTR_STATUS(sreq)));
+    }
+    ucs_mpool_put(msg);
+}
+
+static void ucp_rvma_fetch_done(void *request, ucs_status_t status,
+                                size_t length, void *user_data)
+{
+    ucp_rvma_msg_t *msg   = user_data;
+    ucp_rvma_win_h win    = msg->fetch.win;
+    ucp_rvma_worker_t *rw = win->rw;
+
+    ucp_rvma_win_placed(win, msg->fetch.buf, msg->fetch.length, status);
+    if (status == UCS_OK) {
+        ucp_rvma_target_reply(rw, msg->fetch.reply_ep, msg->fetch.req_id,
+                              UCS_OK);
+    }
+
+    if ((--win->refcount == 0) && win->destroyed) {
+        ucp_rvma_win_free(win);
+    }
+    ucs_mpool_put(msg);
+    if (request != NULL) {
+        ucp_request_free(request);
+    }
+}
+
+static ucs_status_t
+ucp_rvma_target_fetch(ucp_rvma_worker_t *rw, ucp_rvma_win_h win,
+                      ucp_rvma_buf_t *buf, const ucp_rvma_put_hdr_t *hdr,
+                      void *data, size_t length, ucp_ep_h reply_ep)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t rreq;
+    ucp_rvma_msg_t *msg;
+
+    msg = ucs_mpool_get(&rw->msg_mp);
+    if (msg == NULL) {
+        ucp_rvma_win_placed(win, buf, length, UCS_ERR_NO_MEMORY);
+        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, UCS_ERR_NO_MEMORY);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    msg->fetch.win      = win;
+    msg->fetch.buf      = buf;
+    msg->fetch.reply_ep = reply_ep;
+    msg->fetch.req_id   = hdr->req_id;
+    msg->fetch.length   = length;
+    ++win->refcount;
+
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv_am   = ucp_rvma_fetch_done;
+    param.user_data    = msg;
+    rreq = ucp_am_recv_data_nbx(rw->worker, data,
+                                UCS_PTR_BYTE_OFFSET(buf->buffer, hdr->offset),
+                                length, &param);
+    if (!UCS_PTR_IS_PTR(rreq)) {
+        ucp_rvma_fetch_done(NULL, UCS_PTR_STATUS(rreq), length, msg);
+    } /* else ucp_rvma_fetch_done() releases the request */
+
+    /* the descriptor belongs to the receive operation now */
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
+                                         size_t header_length, void *data,
+                                         size_t length,
+                                         const ucp_am_recv_param_t *param)
+{
+    ucp_rvma_worker_t *rw         = arg;
+    const ucp_rvma_put_hdr_t *hdr = header;
+    int rndv = !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
+    ucp_rvma_buf_t *buf;
+    ucp_rvma_win_h win;
+    ucs_status_t status;
+
+    if ((header_length != sizeof(*hdr)) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
+        ucs_error("worker %p: malformed RVMA put (header %zu bytes, "
+                  "recv_attr 0x%" PRIx64 ") dropped", rw->worker,
+                  header_length, param->recv_attr);
+        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+    }
+
+    win = ucp_rvma_worker_find_win(rw, hdr->vaddr);
+    if (win == NULL) {
+        status = UCS_ERR_NO_ELEM;
+    } else {
+        status = ucp_rvma_win_accept(win, hdr->offset, length, &buf);
+        if ((status == UCS_ERR_CANCELED) &&
+            (win->flags & UCP_RVMA_WIN_FLAG_SILENT_CLOSE)) {
+            ucp_rvma_target_reply(rw, param->reply_ep, hdr->req_id, UCS_OK);
+            return UCS_OK;
+        }
+    }
+
+    if (status != UCS_OK) {
+        ucs_debug("worker %p: RVMA put of %zu bytes to 0x%" PRIx64 "+%" PRIu64
+                  " refused: %s", rw->worker, length, hdr->vaddr, hdr->offset,
+                  ucs_status_string(status));
+        ucp_rvma_target_reply(rw, param->reply_ep, hdr->req_id, status);
+        /* a refused rendezvous is not fetched: UCP completes its send with
+         * UCS_OK, and the reply alone carries the verdict, so that the
+         * request sees exactly one error whichever arrives first */
+        return UCS_OK;
+    }
+
+    ucs_trace_data("worker %p: RVMA put of %zu bytes to 0x%" PRIx64 "+%" PRIu64
+                   " epoch %" PRIu64 "%s", rw->worker, length, hdr->vaddr,
+                   hdr->offset, buf->epoch, rndv ? " (rndv)" : "");
+
+    if (rndv) {
+        return ucp_rvma_target_fetch(rw, win, buf, hdr, data, length,
+                                     param->reply_ep);
+    }
+
+    memcpy(UCS_PTR_BYTE_OFFSET(buf->buffer, hdr->offset), data, length);
+    ucp_rvma_win_placed(win, buf, length, UCS_OK);
+    ucp_rvma_target_reply(rw, param->reply_ep, hdr->req_id, UCS_OK);
+    return UCS_OK;
+}

@@ -1,0 +1,237 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rvma.h"
+
+#include <ucp/core/ucp_worker.h>
+#include <ucp/core/ucp_context.h>
+#include <ucs/config/parser.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/compiler.h>
+
+
+/*
+ * Per-worker RVMA state, created by the first RVMA call on a worker: the two
+ * active message handlers, the table of windows and the memory pools.
+ */
+
+typedef struct ucp_rvma_config {
+    unsigned am_id;
+} ucp_rvma_config_t;
+
+static ucs_config_field_t ucp_rvma_config_table[] = {
+    {"AM_ID", "4000",
+     "First of the two UCP active message ids that RVMA puts and their\n"
+     "replies use (ucpx_rvma.h); the application must not register handlers\n"
+     "on them. Initiator and target must use the same value.",
+     ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CONFIG_TYPE_UINT},
+
+    {NULL}
+};
+
+static ucs_mpool_ops_t ucp_rvma_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)",
+                          "HCR_RVMA_", ucp_rvma_config_t,
+                          &ucs_config_global_list)
+
+
+static ucs_status_t ucp_rvma_worker_set_handler(ucp_rvma_worker_t *rw,
+                                                unsigned id,
+                                                ucp_am_recv_callback_t cb)
+{
+    ucp_am_handler_param_t param;
+
+    param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                       UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                       UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    param.id         = rw->am_id + id;
+    param.flags      = UCP_AM_FLAG_WHOLE_MSG;
+    param.cb         = cb;
+    param.arg        = rw;
+    return ucp_worker_set_am_recv_handler(rw->worker, &param);
+}
+
+static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
+                                           ucp_rvma_worker_t **rw_p)
+{
+    ucp_rvma_config_t config;
+    ucp_rvma_worker_t *rw;
+    ucs_status_t status;
+
+    if (!(worker->context->config.features & UCP_FEATURE_AM)) {
+        ucs_error("worker %p: RVMA needs a context with UCP_FEATURE_AM",
+                  worker);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    status = ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
+                                         UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
+                                         0);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if (config.am_id >= (UINT16_MAX - 1)) {
+        ucs_error("UCX_HCR_RVMA_AM_ID=%u: must be below %u", config.am_id,
+                  UINT16_MAX - 1);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out_release_config;
+    }
+
+    rw = ucs_calloc(1, sizeof(*rw), "ucp_rvma_worker");
+    if (rw == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto out_release_config;
+    }
+
+    rw->worker = worker;
+    rw->am_id          = config.am_id;
+    rw->deferred_cb_id = UCS_CALLBACKQ_ID_NULL;
+    kh_init_inplace(ucp_rvma_win, &rw->wins);
+    ucs_queue_head_init(&rw->deferred);
+
+    status = ucs_mpool_init(&rw->buf_mp, 0, sizeof(ucp_rvma_buf_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 64, UINT_MAX,
+                            &ucp_rvma_mpool_ops, "rvma_bufs");
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    status = ucs_mpool_init(&rw->msg_mp, 0, sizeof(ucp_rvma_msg_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 128, UINT_MAX,
+                            &ucp_rvma_mpool_ops, "rvma_msgs");
+    if (status != UCS_OK) {
+        goto err_buf_mp;
+    }
+
+    status = ucp_rvma_worker_set_handler(rw, UCP_RVMA_AM_PUT,
+                                         ucp_rvma_target_put_handler);
+    if (status != UCS_OK) {
+        goto err_msg_mp;
+    }
+
+    status = ucp_rvma_worker_set_handler(rw, UCP_RVMA_AM_REPLY,
+                                         ucp_rvma_put_reply_handler);
+    if (status != UCS_OK) {
+        goto err_msg_mp;
+    }
+
+    ucs_debug("worker %p: RVMA on active message ids %u and %u", worker,
+              rw->am_id + UCP_RVMA_AM_PUT, rw->am_id + UCP_RVMA_AM_REPLY);
+    *rw_p = rw;
+    goto out_release_config;
+
+err_msg_mp:
+    ucs_mpool_cleanup(&rw->msg_mp, 0);
+err_buf_mp:
+    ucs_mpool_cleanup(&rw->buf_mp, 0);
+err_free:
+    kh_destroy_inplace(ucp_rvma_win, &rw->wins);
+    ucs_free(rw);
+out_release_config:
+    ucs_config_parser_release_opts(&config, ucp_rvma_config_table);
+    return status;
+}
+
+ucs_status_t ucp_rvma_worker_get(ucp_worker_h worker, ucp_rvma_worker_t **rw_p)
+{
+    ucs_status_t status;
+
+    if (ucs_likely(worker->rvma != NULL)) {
+        *rw_p = worker->rvma;
+        return UCS_OK;
+    }
+
+    status = ucp_rvma_worker_create(worker, rw_p);
+    if (status == UCS_OK) {
+        worker->rvma = *rw_p;
+    }
+
+    return status;
+}
+
+void ucp_rvma_worker_cleanup(ucp_worker_h worker)
+{
+    ucp_rvma_worker_t *rw = worker->rvma;
+    ucp_rvma_win_h win;
+
+    if (rw == NULL) {
+        return;
+    }
+
+    ucp_rvma_put_cleanup(rw);
+
+    /* the endpoints are gone: no fetch is in flight any more */
+    kh_foreach_value(&rw->wins, win, {
+        if (win->refcount != 0) {
+            ucs_warn("worker %p: RVMA window 0x%" PRIx64 " destroyed with %u "
+                     "puts in flight", worker, win->vaddr, win->refcount);
+        }
+        ucp_rvma_win_free(win);
+    })
+
+    kh_destroy_inplace(ucp_rvma_win, &rw->wins);
+    ucs_mpool_cleanup(&rw->msg_mp, 1);
+    ucs_mpool_cleanup(&rw->buf_mp, 0);
+    ucs_free(rw);
+    worker->rvma = NULL;
+}
+
+ucp_rvma_win_h ucp_rvma_worker_find_win(ucp_rvma_worker_t *rw, uint64_t vaddr)
+{
+    khiter_t iter = kh_get(ucp_rvma_win, &rw->wins, vaddr);
+
+    return (iter == kh_end(&rw->wins)) ? NULL : kh_value(&rw->wins, iter);
+}
+
+ucs_status_t ucp_rvma_worker_add_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win)
+{
+    khiter_t iter;
+    int ret;
+
+    iter = kh_put(ucp_rvma_win, &rw->wins, win->vaddr, &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    ucs_assert(ret != UCS_KH_PUT_KEY_PRESENT);
+    kh_value(&rw->wins, iter) = win;
+    return UCS_OK;
+}
+
+void ucp_rvma_worker_remove_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win)
+{
+    khiter_t iter = kh_get(ucp_rvma_win, &rw->wins, win->vaddr);
+
+    if ((iter != kh_end(&rw->wins)) && (kh_value(&rw->wins, iter) == win)) {
+        kh_del(ucp_rvma_win, &rw->wins, iter);
+    }
+}
+
+/* Parse the variables once when libucp loads, so that ucp_init() does not
+ * warn about them as unused */
+UCS_STATIC_INIT {
+    ucp_rvma_config_t config;
+
+    if (ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
+                                    UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
+                                    0) == UCS_OK) {
+        ucs_config_parser_release_opts(&config, ucp_rvma_config_table);
+    }
+}

@@ -1,0 +1,780 @@
+/*
+ * RVMA put (ucpx_rvma.h): threshold exactness in bytes and operations with
+ * puts in reverse and shuffled order (eager and rendezvous sizes), epochs,
+ * inc_epoch on a partial buffer, rewind, the errors an initiator must see
+ * (unknown, closed and destroyed windows, no buffer, oversize, past the
+ * threshold) with the target's memory checked untouched, four initiators
+ * into one window, an initiator killed mid-epoch, and a target sleeping in
+ * ucp_rvma_win_wait(). Every test runs on hcr (UCX_TLS=hcr on softverbs)
+ * and on tcp (the generic path), side by side.
+ *
+ * Rank 0 is the target; the others are initiators. Ranks step through a test
+ * with out-of-band messages; the target progresses its worker while it waits
+ * for them, since it places the data.
+ */
+#include "th_ucx.h"
+
+#include <ucp/api/ucpx_rvma.h>
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define RVMA_VADDR   0x5a5a000000000001ull
+#define RVMA_SMALL   4096
+#define RVMA_LARGE   (1024 * 1024)     /* above UCP's AM rendezvous threshold */
+#define RVMA_FILL    0xee
+
+typedef struct {
+    const char *tls;
+    int        nprocs;
+} rvma_arg_t;
+
+static void rvma_env(const rvma_arg_t *arg)
+{
+    if (!strcmp(arg->tls, "hcr") && !th_have_verbs_device("softverbs") &&
+        !th_have_verbs_device("mlx")) {
+        TH_SKIP("no verbs device (softverbs not preloaded)");
+    }
+    setenv("UCX_TLS", arg->tls, 1);
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+}
+
+/* Target: connect to every initiator; initiators: connect to the target */
+static void rvma_setup(th_ucp_t *ucp, th_oob_t *oob, int rank, int nprocs,
+                       uint64_t features, ucp_ep_h *eps, int err_mode_peer)
+{
+    int peer;
+
+    th_ucp_init(ucp, features | UCP_FEATURE_AM);
+    if (rank != 0) {
+        th_ucp_connect(ucp, oob, 0, err_mode_peer);
+        return;
+    }
+
+    for (peer = 1; peer < nprocs; ++peer) {
+        th_ucp_connect(ucp, oob, peer, err_mode_peer);
+        eps[peer] = ucp->ep;
+    }
+    ucp->ep = NULL;
+}
+
+static void rvma_teardown(th_ucp_t *ucp, th_oob_t *oob, int rank, int nprocs,
+                          ucp_ep_h *eps)
+{
+    ucp_request_param_t param = {0};
+    int peer;
+
+    /* every put has been answered: nothing is in flight */
+    th_oob_barrier(oob);
+    if (rank == 0) {
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags        = UCP_EP_CLOSE_FLAG_FORCE;
+        for (peer = 1; peer < nprocs; ++peer) {
+            (void)th_ucp_wait(ucp, ucp_ep_close_nbx(eps[peer], &param), 30.0);
+        }
+    }
+    th_ucp_cleanup(ucp);
+}
+
+static ucs_status_t rvma_put(th_ucp_t *ucp, uint64_t vaddr, size_t offset,
+                             const void *buf, size_t length)
+{
+    ucp_request_param_t param = {0};
+
+    return th_ucp_wait(ucp, ucp_rvma_put_nbx(ucp->ep, vaddr, offset, buf,
+                                             length, &param), 60.0);
+}
+
+/* Put a th_fill_pattern() block; seed = its offset, so the target can check
+ * every block where it lands */
+static ucs_status_t rvma_put_block(th_ucp_t *ucp, uint64_t vaddr,
+                                   size_t offset, size_t length)
+{
+    uint8_t *buf = malloc(length);
+    ucs_status_t status;
+
+    th_fill_pattern(buf, length, offset);
+    status = rvma_put(ucp, vaddr, offset, buf, length);
+    free(buf);
+    return status;
+}
+
+static void rvma_check_untouched(const uint8_t *buf, size_t from, size_t to)
+{
+    size_t i;
+
+    for (i = from; i < to; ++i) {
+        if (buf[i] != RVMA_FILL) {
+            TH_FAIL("target byte %zu written (0x%x)", i, buf[i]);
+        }
+    }
+}
+
+static void rvma_sync_recv(th_ucp_t *ucp, th_oob_t *oob, int peer)
+{
+    char token;
+
+    th_ucp_oob_recv(ucp, oob, peer, &token, 1);
+}
+
+static void rvma_sync_send(th_oob_t *oob, int peer)
+{
+    char token = 's';
+
+    th_oob_send(oob, peer, &token, 1);
+}
+
+static ucp_rvma_win_h rvma_win(th_ucp_t *ucp, uint64_t vaddr,
+                               uint64_t threshold,
+                               ucp_rvma_threshold_type_t type, unsigned flags,
+                               unsigned retain)
+{
+    ucp_rvma_win_params_t params;
+    ucp_rvma_win_h win;
+
+    params.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR |
+                        UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD |
+                        UCP_RVMA_WIN_PARAM_FIELD_TYPE |
+                        UCP_RVMA_WIN_PARAM_FIELD_FLAGS |
+                        UCP_RVMA_WIN_PARAM_FIELD_RETAIN;
+    params.vaddr      = vaddr;
+    params.threshold  = threshold;
+    params.type       = type;
+    params.flags      = flags;
+    params.retain     = retain;
+    TH_ASSERT_UCS_OK(ucp_rvma_win_create(ucp->worker, &params, &win));
+    return win;
+}
+
+static uint8_t *rvma_alloc(size_t size)
+{
+    uint8_t *buf = malloc(size);
+
+    TH_ASSERT(buf != NULL);
+    memset(buf, RVMA_FILL, size);
+    return buf;
+}
+
+/* ---- threshold exactness ------------------------------------------------ */
+
+/* Blocks of the bytes test: small (eager) and large (rendezvous) */
+typedef struct {
+    size_t offset;
+    size_t length;
+} rvma_block_t;
+
+static size_t rvma_blocks(rvma_block_t *blocks, size_t *total)
+{
+    static const size_t lengths[] = {
+        RVMA_SMALL, 1, RVMA_LARGE, 777, RVMA_SMALL, RVMA_LARGE + 5, 64, 65536,
+        3 * RVMA_SMALL, RVMA_LARGE
+    };
+    size_t i, n = sizeof(lengths) / sizeof(lengths[0]), offset = 0;
+
+    for (i = 0; i < n; ++i) {
+        blocks[i].offset = offset;
+        blocks[i].length = lengths[i];
+        offset          += lengths[i];
+    }
+    *total = offset;
+    return n;
+}
+
+/* The order in which the initiator sends block i of n: reverse, or a fixed
+ * shuffle */
+static size_t rvma_order(size_t i, size_t n, int shuffled)
+{
+    return shuffled ? ((i * 7 + 3) % n) : (n - 1 - i);
+}
+
+static void rvma_bytes_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    rvma_block_t blocks[16];
+    ucp_ep_h eps[2] = {NULL};
+    size_t n, total, i, size;
+    void *comp = (void*)1;
+    uint64_t length = 0;
+    ucp_rvma_win_h win;
+    int shuffled;
+    th_ucp_t ucp;
+    uint8_t *buf;
+
+    rvma_env(arg);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+    n = rvma_blocks(blocks, &total);
+
+    for (shuffled = 0; shuffled < 2; ++shuffled) {
+        if (rank == 0) {
+            size = total + 4096;
+            buf  = rvma_alloc(size);
+            win  = rvma_win(&ucp, RVMA_VADDR + shuffled, total,
+                            UCP_RVMA_THRESHOLD_BYTES, 0, 4);
+            TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
+                                                      &length));
+            TH_ASSERT(comp == NULL);
+            rvma_sync_send(oob, 1);
+            /* all but the last block: not complete */
+            rvma_sync_recv(&ucp, oob, 1);
+            TH_ASSERT(comp == NULL);
+            TH_ASSERT_EQ(ucp_rvma_win_get_epoch(win), 0);
+            rvma_sync_send(oob, 1);
+            rvma_sync_recv(&ucp, oob, 1);
+            /* the reply follows placement: complete when the put returned */
+            TH_ASSERT(comp == buf);
+            TH_ASSERT_EQ(length, total);
+            TH_ASSERT_EQ(ucp_rvma_win_get_epoch(win), 1);
+            for (i = 0; i < n; ++i) {
+                TH_CHECK_PATTERN(buf + blocks[i].offset, blocks[i].length,
+                                 blocks[i].offset);
+            }
+            rvma_check_untouched(buf, total, size);
+            ucp_rvma_win_destroy(win);
+            free(buf);
+        } else {
+            rvma_sync_recv(&ucp, oob, 0);
+            for (i = 0; i < n; ++i) {
+                rvma_block_t *b = &blocks[rvma_order(i, n, shuffled)];
+                if (i == (n - 1)) {
+                    rvma_sync_send(oob, 0);
+                    rvma_sync_recv(&ucp, oob, 0);
+                }
+                TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR + shuffled,
+                                                b->offset, b->length));
+            }
+            rvma_sync_send(oob, 0);
+        }
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+/* Operations: 10 puts of different sizes, shuffled, at spread offsets */
+#define RVMA_OPS 10
+
+static size_t rvma_ops_length(size_t i)
+{
+    return ((i * 997) % 4000) + 1;
+}
+
+static void rvma_ops_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    ucp_ep_h eps[2] = {NULL};
+    size_t size = RVMA_OPS * RVMA_SMALL, i, j, sum = 0;
+    void *comp = (void*)1;
+    uint64_t length = 0;
+    ucp_rvma_win_h win;
+    th_ucp_t ucp;
+    uint8_t *buf;
+
+    rvma_env(arg);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+    for (i = 0; i < RVMA_OPS; ++i) {
+        sum += rvma_ops_length(i);
+    }
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, RVMA_OPS, UCP_RVMA_THRESHOLD_OPS, 0,
+                       4);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
+                                                  &length));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        TH_ASSERT(comp == NULL);
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, sum);
+        for (i = 0; i < RVMA_OPS; ++i) {
+            TH_CHECK_PATTERN(buf + i * RVMA_SMALL, rvma_ops_length(i),
+                             i * RVMA_SMALL);
+            rvma_check_untouched(buf, i * RVMA_SMALL + rvma_ops_length(i),
+                                 (i + 1) * RVMA_SMALL);
+        }
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        rvma_sync_recv(&ucp, oob, 0);
+        for (i = 0; i < RVMA_OPS; ++i) {
+            j = rvma_order(i, RVMA_OPS, 1);
+            if (i == (RVMA_OPS - 1)) {
+                rvma_sync_send(oob, 0);
+                rvma_sync_recv(&ucp, oob, 0);
+            }
+            TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, j * RVMA_SMALL,
+                                            rvma_ops_length(j)));
+        }
+        rvma_sync_send(oob, 0);
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+/* ---- epochs, inc_epoch, rewind ------------------------------------------ */
+
+#define RVMA_EPOCH_BUFS 4
+#define RVMA_EPOCH_OPS  4
+#define RVMA_EPOCH_PUT  1024
+
+static void rvma_epochs_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    ucp_ep_h eps[2] = {NULL};
+    size_t size = RVMA_EPOCH_OPS * RVMA_EPOCH_PUT, e, i;
+    void *comp[RVMA_EPOCH_BUFS], *ptrs[RVMA_EPOCH_BUFS + 1], *rbuf;
+    uint8_t *bufs[RVMA_EPOCH_BUFS];
+    uint64_t length[RVMA_EPOCH_BUFS], rlen;
+    ucp_rvma_win_h win;
+    th_ucp_t ucp;
+
+    rvma_env(arg);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        /* retain 3: epochs 1..3 can be rewound, epoch 0 no longer */
+        win = rvma_win(&ucp, RVMA_VADDR, RVMA_EPOCH_OPS,
+                       UCP_RVMA_THRESHOLD_OPS, 0, 3);
+        TH_ASSERT_EQ(ucp_rvma_win_inc_epoch(win), UCS_ERR_NO_ELEM);
+        for (e = 0; e < RVMA_EPOCH_BUFS; ++e) {
+            bufs[e] = rvma_alloc(size);
+            TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, bufs[e], size,
+                                                      &comp[e], &length[e]));
+        }
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+
+        /* 3 full epochs, then 2 puts in the 4th */
+        TH_ASSERT_EQ(ucp_rvma_win_get_epoch(win), 3);
+        TH_ASSERT_EQ(ucp_rvma_win_get_buf_ptrs(win, ptrs, RVMA_EPOCH_BUFS + 1),
+                     3);
+        for (e = 0; e < 3; ++e) {
+            TH_ASSERT(comp[e] == bufs[e]);
+            TH_ASSERT(ptrs[e] == bufs[e]);
+            TH_ASSERT_EQ(length[e], size);
+        }
+        TH_ASSERT(comp[3] == NULL);
+
+        /* hand the partial buffer over */
+        TH_ASSERT_UCS_OK(ucp_rvma_win_inc_epoch(win));
+        TH_ASSERT(comp[3] == bufs[3]);
+        TH_ASSERT_EQ(length[3], 2 * RVMA_EPOCH_PUT);
+        TH_ASSERT_EQ(ucp_rvma_win_get_epoch(win), 4);
+        TH_ASSERT_EQ(ucp_rvma_win_get_buf_ptrs(win, ptrs, 1), 1);
+        TH_ASSERT(ptrs[0] == bufs[3]);
+        TH_ASSERT_EQ(ucp_rvma_win_get_buf_ptrs(win, ptrs, 1), 0);
+        TH_ASSERT_EQ(ucp_rvma_win_inc_epoch(win), UCS_ERR_NO_ELEM);
+
+        /* every put of epoch e landed in buffer e */
+        for (e = 0; e < RVMA_EPOCH_BUFS; ++e) {
+            for (i = 0; i < ((e < 3) ? RVMA_EPOCH_OPS : 2); ++i) {
+                TH_CHECK_PATTERN(bufs[e] + i * RVMA_EPOCH_PUT, RVMA_EPOCH_PUT,
+                                 (e * RVMA_EPOCH_OPS + i) * RVMA_EPOCH_PUT);
+            }
+        }
+        rvma_check_untouched(bufs[3], 2 * RVMA_EPOCH_PUT, size);
+
+        /* rewind */
+        TH_ASSERT_EQ(ucp_rvma_win_rewind(win, 0, &rbuf, &rlen),
+                     UCS_ERR_NO_ELEM);
+        for (e = 1; e < RVMA_EPOCH_BUFS; ++e) {
+            TH_ASSERT_UCS_OK(ucp_rvma_win_rewind(win, e, &rbuf, &rlen));
+            TH_ASSERT(rbuf == bufs[e]);
+            TH_ASSERT_EQ(rlen, (e < 3) ? size : 2 * RVMA_EPOCH_PUT);
+            TH_CHECK_PATTERN((uint8_t*)rbuf, RVMA_EPOCH_PUT,
+                             e * RVMA_EPOCH_OPS * RVMA_EPOCH_PUT);
+        }
+        TH_ASSERT_EQ(ucp_rvma_win_rewind(win, 4, &rbuf, &rlen),
+                     UCS_ERR_NO_ELEM);
+        ucp_rvma_win_destroy(win);
+        for (e = 0; e < RVMA_EPOCH_BUFS; ++e) {
+            free(bufs[e]);
+        }
+    } else {
+        rvma_sync_recv(&ucp, oob, 0);
+        /* the block's seed is its position in the stream of puts */
+        for (i = 0; i < (3 * RVMA_EPOCH_OPS + 2); ++i) {
+            uint8_t block[RVMA_EPOCH_PUT];
+            th_fill_pattern(block, sizeof(block), i * RVMA_EPOCH_PUT);
+            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR,
+                                      (i % RVMA_EPOCH_OPS) * RVMA_EPOCH_PUT,
+                                      block, sizeof(block)));
+        }
+        rvma_sync_send(oob, 0);
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+/* ---- errors: the initiator is told, the target is untouched ------------- */
+
+enum {
+    RVMA_WIN_OK = 1, /* threshold 4096 bytes, buffer 4096 */
+    RVMA_WIN_EMPTY,  /* no buffer posted */
+    RVMA_WIN_LIMIT,  /* threshold 1000 bytes, buffer 4096 */
+    RVMA_WIN_CLOSED,
+    RVMA_WIN_SILENT, /* closed with UCP_RVMA_WIN_FLAG_SILENT_CLOSE */
+    RVMA_WIN_GONE,   /* destroyed */
+    RVMA_WIN_LAST
+};
+
+static void rvma_errors_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    ucp_ep_h eps[2] = {NULL};
+    ucp_rvma_win_h wins[RVMA_WIN_LAST];
+    uint8_t *bufs[RVMA_WIN_LAST];
+    void *comp[RVMA_WIN_LAST];
+    ucp_request_param_t param;
+    uint8_t data[8192];
+    ucp_dt_iov_t iov;
+    th_ucp_t ucp;
+    int w;
+
+    rvma_env(arg);
+    setenv("UCX_LOG_LEVEL", "fatal", 1); /* errors are expected */
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        for (w = RVMA_WIN_OK; w < RVMA_WIN_LAST; ++w) {
+            bufs[w] = rvma_alloc(4096);
+            wins[w] = rvma_win(&ucp, RVMA_VADDR + w,
+                               (w == RVMA_WIN_LIMIT) ? 1000 : 4096,
+                               UCP_RVMA_THRESHOLD_BYTES,
+                               (w == RVMA_WIN_SILENT) ?
+                               UCP_RVMA_WIN_FLAG_SILENT_CLOSE : 0, 4);
+            if (w != RVMA_WIN_EMPTY) {
+                TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(wins[w], bufs[w],
+                                                          4096, &comp[w],
+                                                          NULL));
+            }
+        }
+        /* bad window parameters and buffers */
+        TH_ASSERT_EQ(ucp_rvma_win_post_buffer(wins[RVMA_WIN_OK], bufs[RVMA_WIN_OK], 100,
+                                              &comp[0], NULL),
+                     UCS_ERR_INVALID_PARAM);
+        {
+            ucp_rvma_win_params_t p = {0};
+            ucp_rvma_win_h w2;
+            p.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR;
+            p.vaddr      = 1;
+            TH_ASSERT_EQ(ucp_rvma_win_create(ucp.worker, &p, &w2),
+                         UCS_ERR_INVALID_PARAM);
+            p.field_mask |= UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD;
+            p.vaddr       = RVMA_VADDR + RVMA_WIN_OK;
+            p.threshold   = 1;
+            TH_ASSERT_EQ(ucp_rvma_win_create(ucp.worker, &p, &w2),
+                         UCS_ERR_ALREADY_EXISTS);
+        }
+        TH_ASSERT_UCS_OK(ucp_rvma_win_close(wins[RVMA_WIN_CLOSED]));
+        TH_ASSERT_UCS_OK(ucp_rvma_win_close(wins[RVMA_WIN_SILENT]));
+        TH_ASSERT_EQ(ucp_rvma_win_post_buffer(wins[RVMA_WIN_CLOSED], bufs[RVMA_WIN_OK],
+                                              4096, &comp[0], NULL),
+                     UCS_ERR_CANCELED);
+        ucp_rvma_win_destroy(wins[RVMA_WIN_GONE]);
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+
+        /* OK: one put of 3000 bytes at 0, nothing else */
+        TH_CHECK_PATTERN(bufs[RVMA_WIN_OK], 3000, 0);
+        rvma_check_untouched(bufs[RVMA_WIN_OK], 3000, 4096);
+        TH_ASSERT(comp[RVMA_WIN_OK] == NULL);
+        /* LIMIT: 600 bytes accepted, the second 600 refused */
+        TH_CHECK_PATTERN(bufs[RVMA_WIN_LIMIT], 600, 0);
+        rvma_check_untouched(bufs[RVMA_WIN_LIMIT], 600, 4096);
+        TH_ASSERT(comp[RVMA_WIN_LIMIT] == NULL);
+        for (w = RVMA_WIN_EMPTY; w < RVMA_WIN_LAST; ++w) {
+            if (w != RVMA_WIN_LIMIT) {
+                rvma_check_untouched(bufs[w], 0, 4096);
+            }
+        }
+        /* what was placed is still handed over */
+        TH_ASSERT_UCS_OK(ucp_rvma_win_inc_epoch(wins[RVMA_WIN_LIMIT]));
+        TH_ASSERT(comp[RVMA_WIN_LIMIT] == bufs[RVMA_WIN_LIMIT]);
+
+        for (w = RVMA_WIN_OK; w < RVMA_WIN_LAST; ++w) {
+            if (w != RVMA_WIN_GONE) {
+                ucp_rvma_win_destroy(wins[w]);
+            }
+            free(bufs[w]);
+        }
+    } else {
+        rvma_sync_recv(&ucp, oob, 0);
+        th_fill_pattern(data, sizeof(data), 0);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 999, 0, data, 8),
+                     UCS_ERR_NO_ELEM);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_GONE, 0, data, 8),
+                     UCS_ERR_NO_ELEM);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_EMPTY, 0, data, 8),
+                     UCS_ERR_NO_RESOURCE);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_OK, 4000, data,
+                              200), UCS_ERR_MESSAGE_TRUNCATED);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_OK, 0, data, 8192),
+                     UCS_ERR_MESSAGE_TRUNCATED);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_OK, UINT64_MAX - 4,
+                              data, 8), UCS_ERR_MESSAGE_TRUNCATED);
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_OK, 0, data,
+                                  3000));
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_LIMIT, 0, data,
+                                  600));
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_LIMIT, 600,
+                              data + 600, 600), UCS_ERR_EXCEEDS_LIMIT);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_CLOSED, 0, data, 8),
+                     UCS_ERR_CANCELED);
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_SILENT, 0, data,
+                                  8));
+        /* a rendezvous-sized put to a closed window: refused, not fetched */
+        {
+            uint8_t *big = malloc(RVMA_LARGE);
+            TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + RVMA_WIN_CLOSED, 0, big,
+                                  RVMA_LARGE), UCS_ERR_CANCELED);
+            free(big);
+        }
+        /* only contiguous bytes */
+        iov.buffer         = data;
+        iov.length         = 8;
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+        param.datatype     = ucp_dt_make_iov();
+        TH_ASSERT_EQ(th_ucp_wait(&ucp, ucp_rvma_put_nbx(ucp.ep,
+                                 RVMA_VADDR + RVMA_WIN_OK, 0, &iov, 1,
+                                 &param), 10.0), UCS_ERR_UNSUPPORTED);
+        rvma_sync_send(oob, 0);
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+/* ---- four initiators into one window ------------------------------------ */
+
+#define RVMA_MANY_PUTS 64
+#define RVMA_MANY_SIZE 512
+
+static void rvma_many_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    size_t size = (nprocs - 1) * RVMA_MANY_PUTS * RVMA_MANY_SIZE, i;
+    ucp_request_param_t param = {0};
+    ucs_status_ptr_t reqs[RVMA_MANY_PUTS];
+    uint8_t *data, *buf;
+    ucp_ep_h eps[8] = {NULL};
+    void *comp = (void*)1;
+    uint64_t length = 0;
+    ucp_rvma_win_h win;
+    th_ucp_t ucp;
+    int peer;
+
+    rvma_env(arg);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, (nprocs - 1) * RVMA_MANY_PUTS,
+                       UCP_RVMA_THRESHOLD_OPS, 0, 4);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
+                                                  &length));
+        for (peer = 1; peer < nprocs; ++peer) {
+            rvma_sync_send(oob, peer);
+        }
+        for (peer = 1; peer < nprocs; ++peer) {
+            rvma_sync_recv(&ucp, oob, peer);
+        }
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, size);
+        for (i = 0; i < size; i += RVMA_MANY_SIZE) {
+            TH_CHECK_PATTERN(buf + i, RVMA_MANY_SIZE, i);
+        }
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        /* every put in flight at once, in reverse order */
+        data = malloc(RVMA_MANY_PUTS * RVMA_MANY_SIZE);
+        rvma_sync_recv(&ucp, oob, 0);
+        for (i = 0; i < RVMA_MANY_PUTS; ++i) {
+            size_t j   = RVMA_MANY_PUTS - 1 - i;
+            size_t off = ((rank - 1) * RVMA_MANY_PUTS + j) * RVMA_MANY_SIZE;
+            th_fill_pattern(data + j * RVMA_MANY_SIZE, RVMA_MANY_SIZE, off);
+            reqs[i] = ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR, off,
+                                       data + j * RVMA_MANY_SIZE,
+                                       RVMA_MANY_SIZE, &param);
+        }
+        for (i = 0; i < RVMA_MANY_PUTS; ++i) {
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[i], 60.0));
+        }
+        rvma_sync_send(oob, 0);
+        free(data);
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+/* ---- an initiator killed mid-epoch --------------------------------------- */
+
+#define RVMA_KILL_PUTS 5
+
+static void rvma_kill_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    size_t size     = RVMA_KILL_PUTS * RVMA_SMALL + 8 * RVMA_LARGE, i;
+    ucp_request_param_t param = {0};
+    ucp_ep_h eps[2] = {NULL};
+    void *comp = (void*)1;
+    uint64_t length = 0;
+    ucp_rvma_win_h win;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    double deadline;
+
+    rvma_env(arg);
+    setenv("UCX_LOG_LEVEL", "fatal", 1);
+    setenv("UCX_KEEPALIVE_INTERVAL", "1s", 1);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 1);
+
+    if (rank == 0) {
+        /* the threshold is never reached: the initiator dies mid-epoch */
+        buf = rvma_alloc(size + RVMA_SMALL);
+        win = rvma_win(&ucp, RVMA_VADDR, size + RVMA_SMALL,
+                       UCP_RVMA_THRESHOLD_BYTES, 0, 4);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size + RVMA_SMALL,
+                                                  &comp, &length));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        /* the initiator dies with a rendezvous put in flight: wait for the
+         * endpoint error, then the window must still be consistent */
+        deadline = th_time() + 60.0;
+        while (ucp.ep_error == UCS_OK) {
+            ucp_worker_progress(ucp.worker);
+            TH_ASSERT(th_time() < deadline);
+        }
+        for (i = 0; i < 1000; ++i) {
+            ucp_worker_progress(ucp.worker);
+        }
+        TH_ASSERT(comp == NULL);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_inc_epoch(win));
+        TH_ASSERT(comp == buf);
+        /* the acknowledged puts are there; the dying one is all or nothing */
+        TH_ASSERT((length == RVMA_KILL_PUTS * RVMA_SMALL) ||
+                  (length == size));
+        th_log("partial buffer recovered with %" PRIu64 " bytes", length);
+        for (i = 0; i < RVMA_KILL_PUTS; ++i) {
+            TH_CHECK_PATTERN(buf + i * RVMA_SMALL, RVMA_SMALL, i * RVMA_SMALL);
+        }
+        rvma_check_untouched(buf, size, size + RVMA_SMALL);
+        if (length == RVMA_KILL_PUTS * RVMA_SMALL) {
+            rvma_check_untouched(buf, length, length + 1);
+        }
+        ucp_rvma_win_destroy(win);
+        free(buf);
+        _exit(0); /* the endpoint is in error: no orderly teardown */
+    }
+
+    rvma_sync_recv(&ucp, oob, 0);
+    for (i = 0; i < RVMA_KILL_PUTS; ++i) {
+        TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, i * RVMA_SMALL,
+                                        RVMA_SMALL));
+    }
+    buf = malloc(8 * RVMA_LARGE);
+    th_fill_pattern(buf, 8 * RVMA_LARGE, 0);
+    rvma_sync_send(oob, 0);
+    /* die right after the rendezvous request leaves: the target is fetching
+     * (or about to) from a process that is gone */
+    (void)ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR, RVMA_KILL_PUTS * RVMA_SMALL,
+                           buf, 8 * RVMA_LARGE, &param);
+    raise(SIGKILL);
+}
+
+/* ---- the target sleeps until a buffer completes ------------------------- */
+
+static void rvma_wait_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    ucp_ep_h eps[2] = {NULL};
+    void *comp = (void*)1;
+    uint64_t length = 0;
+    ucp_rvma_win_h win;
+    struct rusage ru0, ru1;
+    double t0, cpu;
+    th_ucp_t ucp;
+    uint8_t *buf;
+
+    rvma_env(arg);
+    rvma_setup(&ucp, oob, rank, nprocs, UCP_FEATURE_WAKEUP, eps, 0);
+
+    if (rank == 0) {
+        buf = rvma_alloc(RVMA_SMALL);
+        win = rvma_win(&ucp, RVMA_VADDR, 2, UCP_RVMA_THRESHOLD_OPS, 0, 4);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, RVMA_SMALL, &comp,
+                                                  &length));
+        rvma_sync_send(oob, 1);
+        getrusage(RUSAGE_SELF, &ru0);
+        t0 = th_time();
+        TH_ASSERT_UCS_OK(ucp_rvma_win_wait(win, &comp));
+        getrusage(RUSAGE_SELF, &ru1);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, 200);
+        TH_CHECK_PATTERN(buf, 100, 0);
+        TH_CHECK_PATTERN(buf + 100, 100, 100);
+        cpu = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+              (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+              1e-6 * ((ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) +
+                      (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec));
+        th_log("waited %.2f s using %.2f s of CPU", th_time() - t0, cpu);
+        /* the initiator pauses 1 s between its puts: a busy loop would
+         * have used all of it */
+        TH_ASSERT_DBL(th_time() - t0, >, 0.9);
+        TH_ASSERT_DBL(cpu, <, 0.5);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        rvma_sync_recv(&ucp, oob, 0);
+        TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, 0, 100));
+        sleep(1);
+        TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, 100, 100));
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+/* ---- test table: every test on hcr and on tcp ----------------------------- */
+
+static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs)
+{
+    rvma_arg_t arg = {tls, nprocs};
+
+    /* softverbs reads its memlock limit when a process starts */
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(nprocs, fn, &arg);
+}
+
+#define RVMA_TEST(_name, _fn, _nprocs) \
+    TH_TEST(rvma, _name##_hcr) { rvma_run(_fn, "hcr", _nprocs); } \
+    TH_TEST(rvma, _name##_tcp) { rvma_run(_fn, "tcp", _nprocs); }
+
+RVMA_TEST(threshold_bytes, rvma_bytes_rank, 2)
+RVMA_TEST(threshold_ops, rvma_ops_rank, 2)
+RVMA_TEST(epochs_rewind, rvma_epochs_rank, 2)
+RVMA_TEST(errors, rvma_errors_rank, 2)
+RVMA_TEST(four_initiators, rvma_many_rank, 5)
+RVMA_TEST(wait_wakeup, rvma_wait_rank, 2)
+
+static void rvma_killed(const char *tls)
+{
+    rvma_arg_t arg = {tls, 2};
+    int status[2];
+    th_procs_t *p;
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    p = th_procs_start(2, rvma_kill_rank, &arg);
+    th_procs_wait(p, status);
+    if ((status[0] == TH_EXIT_SKIP) || (status[1] == TH_EXIT_SKIP)) {
+        TH_SKIP("no verbs device (softverbs not preloaded)");
+    }
+    TH_ASSERT_EQ(status[0], 0);
+    TH_ASSERT_EQ(status[1], 128 + SIGKILL);
+}
+
+TH_TEST_TIMEOUT(rvma, killed_initiator_hcr, 150) { rvma_killed("hcr"); }
+TH_TEST_TIMEOUT(rvma, killed_initiator_tcp, 150) { rvma_killed("tcp"); }

@@ -42,6 +42,9 @@ static void rvma_env(const rvma_arg_t *arg)
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
 }
 
+static void rvma_sync_recv(th_ucp_t *ucp, th_oob_t *oob, int peer);
+static void rvma_sync_send(th_oob_t *oob, int peer);
+
 /* Target: connect to every initiator; initiators: connect to the target */
 static void rvma_setup(th_ucp_t *ucp, th_oob_t *oob, int rank, int nprocs,
                        uint64_t features, ucp_ep_h *eps, int err_mode_peer)
@@ -67,14 +70,24 @@ static void rvma_teardown(th_ucp_t *ucp, th_oob_t *oob, int rank, int nprocs,
     ucp_request_param_t param = {0};
     int peer;
 
-    /* every put has been answered: nothing is in flight */
+    /* every put has been answered: nothing is in flight. The initiators
+     * close first, while the target's endpoints are still there (a graceful
+     * close towards a closed peer waits for the transport's timeout) */
     th_oob_barrier(oob);
-    if (rank == 0) {
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags        = UCP_EP_CLOSE_FLAG_FORCE;
-        for (peer = 1; peer < nprocs; ++peer) {
-            (void)th_ucp_wait(ucp, ucp_ep_close_nbx(eps[peer], &param), 30.0);
-        }
+    if (rank != 0) {
+        th_ucp_cleanup(ucp);
+        rvma_sync_send(oob, 0);
+        return;
+    }
+
+    /* the target progresses while the initiators close (tcp needs it) */
+    for (peer = 1; peer < nprocs; ++peer) {
+        rvma_sync_recv(ucp, oob, peer);
+    }
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags        = UCP_EP_CLOSE_FLAG_FORCE;
+    for (peer = 1; peer < nprocs; ++peer) {
+        (void)th_ucp_wait(ucp, ucp_ep_close_nbx(eps[peer], &param), 30.0);
     }
     th_ucp_cleanup(ucp);
 }

@@ -18,7 +18,10 @@
  *  - rvma_put.c     the initiator: ucp_rvma_put_nbx() and its request.
  *
  * Wire protocol: a put is one UCP active message (id UCX_HCR_RVMA_AM_ID)
- * whose user header is ucp_rvma_put_hdr_t and whose data is the put's data;
+ * whose user header is ucp_rvma_put_hdr_t and whose data is the put's data
+ * (not sent with UCP_AM_SEND_FLAG_REPLY: in UCX 1.13.1 proto v2, such a
+ * message crashes when it has to wait for resources; the header carries
+ * the endpoint id for the reply instead);
  * UCP sends it eagerly or by rendezvous by size, and on rc transports an
  * eager put is one RC SEND. The target answers every put with an active
  * message (id + 1) holding ucp_rvma_reply_hdr_t, which completes the
@@ -44,6 +47,8 @@ typedef struct ucp_rvma_put_hdr {
     uint64_t vaddr;  /* target window */
     uint64_t offset; /* offset in the window's current buffer */
     uint64_t req_id; /* initiator's request, echoed in the reply */
+    uint64_t ep_id;  /* the target's endpoint to the initiator, for the
+                        reply */
 } UCS_S_PACKED ucp_rvma_put_hdr_t;
 
 

@@ -31,12 +31,11 @@
  * The request's send.state.uct_comp counts the two events and holds the
  * first error.
  *
- * A put on an endpoint that does not know its peer's endpoint id yet asks
- * for it, waits in rw->deferred, and is sent from a progress callback once
- * the id is there and the lane connected:
- * UCX 1.13.1's protocol selection v2 crashes when an active message with
- * UCP_AM_SEND_FLAG_REPLY is sent before the peer's endpoint id is known
- * (seen on tcp: the request is queued on a lane that is not set).
+ * The header names the target's endpoint to the initiator, for the reply.
+ * A put on an endpoint that does not know that id yet asks for it (a
+ * wire-up round trip, as UCP does for its own reply messages), waits in
+ * rw->deferred, and is sent from a progress callback once the id is there
+ * and the lane connected.
  */
 
 static void ucp_rvma_put_abort(ucp_request_t *req, ucs_status_t status);
@@ -131,9 +130,10 @@ static void ucp_rvma_put_send(ucp_rvma_msg_t *msg)
     am_param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
                             UCP_OP_ATTR_FIELD_USER_DATA |
                             UCP_OP_ATTR_FIELD_FLAGS;
-    am_param.flags        = UCP_AM_SEND_FLAG_REPLY;
+    am_param.flags        = 0;
     am_param.cb.send      = ucp_rvma_put_sent;
     am_param.user_data    = msg;
+    msg->put.hdr.ep_id = ucp_ep_remote_id(msg->put.ep);
     sreq = ucp_am_send_nbx(msg->put.ep, msg->put.rw->am_id + UCP_RVMA_AM_PUT,
                            &msg->put.hdr, sizeof(msg->put.hdr),
                            msg->put.buffer, msg->put.length, &am_param);

@@ -11,6 +11,7 @@
 #include "rvma.h"
 
 #include <ucp/core/ucp_worker.h>
+#include <ucp/core/ucp_worker.inl>
 #include <ucs/debug/log.h>
 
 
@@ -133,15 +134,23 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
     const ucp_rvma_put_hdr_t *hdr = header;
     int rndv = !!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV);
     ucp_rvma_buf_t *buf;
+    ucp_ep_h reply_ep;
     ucp_rvma_win_h win;
     ucs_status_t status;
 
-    if ((header_length != sizeof(*hdr)) ||
-        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
-        ucs_error("worker %p: malformed RVMA put (header %zu bytes, "
-                  "recv_attr 0x%" PRIx64 ") dropped", rw->worker,
-                  header_length, param->recv_attr);
+    if (header_length != sizeof(*hdr)) {
+        ucs_error("worker %p: malformed RVMA put (header %zu bytes) dropped",
+                  rw->worker, header_length);
         return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+    }
+
+    if (ucp_worker_get_ep_by_id(rw->worker, hdr->ep_id, &reply_ep) !=
+        UCS_OK) {
+        /* the initiator's endpoint is gone: nobody to answer or to fetch
+         * from */
+        ucs_debug("worker %p: RVMA put from unknown endpoint id 0x%" PRIx64
+                  " dropped", rw->worker, hdr->ep_id);
+        return UCS_OK;
     }
 
     win = ucp_rvma_worker_find_win(rw, hdr->vaddr);
@@ -151,7 +160,7 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
         status = ucp_rvma_win_accept(win, hdr->offset, length, &buf);
         if ((status == UCS_ERR_CANCELED) &&
             (win->flags & UCP_RVMA_WIN_FLAG_SILENT_CLOSE)) {
-            ucp_rvma_target_reply(rw, param->reply_ep, hdr->req_id, UCS_OK);
+            ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, UCS_OK);
             return UCS_OK;
         }
     }
@@ -160,7 +169,7 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
         ucs_debug("worker %p: RVMA put of %zu bytes to 0x%" PRIx64 "+%" PRIu64
                   " refused: %s", rw->worker, length, hdr->vaddr, hdr->offset,
                   ucs_status_string(status));
-        ucp_rvma_target_reply(rw, param->reply_ep, hdr->req_id, status);
+        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, status);
         /* a refused rendezvous is not fetched: UCP completes its send with
          * UCS_OK, and the reply alone carries the verdict, so that the
          * request sees exactly one error whichever arrives first */
@@ -173,11 +182,11 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
 
     if (rndv) {
         return ucp_rvma_target_fetch(rw, win, buf, hdr, data, length,
-                                     param->reply_ep);
+                                     reply_ep);
     }
 
     memcpy(UCS_PTR_BYTE_OFFSET(buf->buffer, hdr->offset), data, length);
     ucp_rvma_win_placed(win, buf, length, UCS_OK);
-    ucp_rvma_target_reply(rw, param->reply_ep, hdr->req_id, UCS_OK);
+    ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, UCS_OK);
     return UCS_OK;
 }

@@ -791,3 +791,27 @@ static void rvma_killed(const char *tls)
 
 TH_TEST_TIMEOUT(rvma, killed_initiator_hcr, 150) { rvma_killed("hcr"); }
 TH_TEST_TIMEOUT(rvma, killed_initiator_tcp, 150) { rvma_killed("tcp"); }
+
+/* ---- the example program builds against the installation and works ------ */
+
+TH_TEST_TIMEOUT(rvma, example_halo, 120)
+{
+    const char *prefix = th_prefix();
+    char *out = NULL;
+    int rc;
+
+    rc = th_run_cmd(&out, "cc -O2 -o example-rvma-halo %s/contrib/examples/"
+                    "rvma_halo.c -I%s/include -L%s/lib -Wl,-rpath,%s/lib "
+                    "-lucp -lucs -lm", TH_SRCDIR, prefix, prefix, prefix);
+    if (rc != 0) {
+        TH_FAIL("example does not build:\n%s", out);
+    }
+    free(out);
+
+    rc = th_run_cmd(&out, "UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n "
+                    "./example-rvma-halo 3 100");
+    th_log("%s", out);
+    TH_ASSERT_EQ(rc, 0);
+    TH_ASSERT(strstr(out, "max error vs serial 0: ok") != NULL);
+    free(out);
+}

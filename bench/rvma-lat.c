@@ -393,7 +393,7 @@ static void run_rate(int rank, int nprocs, int *fds, int puts)
     xfer(fds[0], &sync, 1, 1);
 }
 
-/* ---- processes ------------------------------------------------------------ */
+/* ---- processes ---------------------------------------------------------- */
 
 static void run_job(int nprocs, int iters, int puts, int latency)
 {

@@ -467,7 +467,8 @@ static void rvma_errors_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             }
         }
         /* bad window parameters and buffers */
-        TH_ASSERT_EQ(ucp_rvma_win_post_buffer(wins[RVMA_WIN_OK], bufs[RVMA_WIN_OK], 100,
+        TH_ASSERT_EQ(ucp_rvma_win_post_buffer(wins[RVMA_WIN_OK],
+                                              bufs[RVMA_WIN_OK], 100,
                                               &comp[0], NULL),
                      UCS_ERR_INVALID_PARAM);
         {
@@ -485,7 +486,8 @@ static void rvma_errors_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         }
         TH_ASSERT_UCS_OK(ucp_rvma_win_close(wins[RVMA_WIN_CLOSED]));
         TH_ASSERT_UCS_OK(ucp_rvma_win_close(wins[RVMA_WIN_SILENT]));
-        TH_ASSERT_EQ(ucp_rvma_win_post_buffer(wins[RVMA_WIN_CLOSED], bufs[RVMA_WIN_OK],
+        TH_ASSERT_EQ(ucp_rvma_win_post_buffer(wins[RVMA_WIN_CLOSED],
+                                              bufs[RVMA_WIN_OK],
                                               4096, &comp[0], NULL),
                      UCS_ERR_CANCELED);
         ucp_rvma_win_destroy(wins[RVMA_WIN_GONE]);
@@ -751,7 +753,7 @@ static void rvma_wait_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
-/* ---- test table: every test on hcr and on tcp ----------------------------- */
+/* ---- test table: every test on hcr and on tcp --------------------------- */
 
 static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs)
 {

@@ -5,7 +5,8 @@
  * (unknown, closed and destroyed windows, no buffer, oversize, past the
  * threshold) with the target's memory checked untouched, four initiators
  * into one window, an initiator killed mid-epoch, and a target sleeping in
- * ucp_rvma_win_wait(). Every test runs on hcr (UCX_TLS=hcr on softverbs)
+ * ucp_rvma_win_wait(), and the fast path (a small leased ring that wraps
+ * many times, errors through its acks). Every test runs on hcr (UCX_TLS=hcr on softverbs)
  * and on tcp (the generic path), side by side.
  *
  * Rank 0 is the target; the others are initiators. Ranks step through a test
@@ -755,6 +756,145 @@ static void rvma_wait_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
 /* ---- test table: every test on hcr and on tcp --------------------------- */
 
+/* ---- the fast path: ring leases, wrap-around, errors through acks ------- */
+
+#define RVMA_FAST_PUTS    3000
+#define RVMA_FAST_STRIDE  2048
+#define RVMA_FAST_WINDOW  64     /* requests in flight */
+#define RVMA_FAST_RING    8192   /* UCX_HCR_RVMA_RING_SIZE: wraps often */
+
+static size_t rvma_fast_length(size_t i)
+{
+    return ((i * 389) % RVMA_FAST_STRIDE) + 1;
+}
+
+static uint64_t rvma_fast_puts(ucp_ep_h ep, int *fast)
+{
+    ucp_rvma_ep_attr_t attr;
+
+    attr.field_mask = UCP_RVMA_EP_ATTR_FIELD_FAST |
+                      UCP_RVMA_EP_ATTR_FIELD_FAST_PUTS;
+    TH_ASSERT_UCS_OK(ucp_rvma_ep_query(ep, &attr));
+    *fast = attr.fast;
+    return attr.fast_puts;
+}
+
+static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    size_t size     = RVMA_FAST_PUTS * RVMA_FAST_STRIDE;
+    ucp_request_param_t param = {0};
+    void *reqs[RVMA_FAST_WINDOW] = {NULL};
+    ucp_ep_h eps[2] = {NULL};
+    void *comp = NULL, *comp2 = NULL, *comp3 = NULL;
+    uint64_t length, length2, length3, before, after, sum = 0;
+    uint8_t *buf, *buf2, *buf3, *data;
+    ucp_rvma_win_h win, win2, win3;
+    size_t i, j;
+    th_ucp_t ucp;
+    int fast;
+
+    rvma_env(arg);
+    setenv("UCX_HCR_RVMA_RING_SIZE", "8192", 1);   /* RVMA_FAST_RING */
+    setenv("UCX_HCR_RVMA_FAST_MAX", "2048", 1);    /* RVMA_FAST_STRIDE */
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        buf  = rvma_alloc(size);
+        buf2 = rvma_alloc(RVMA_SMALL);
+        buf3 = rvma_alloc(RVMA_SMALL);
+        win3 = rvma_win(&ucp, RVMA_VADDR + 3, RVMA_SMALL,
+                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win3, buf3, RVMA_SMALL,
+                                                  &comp3, &length3));
+        win  = rvma_win(&ucp, RVMA_VADDR, RVMA_FAST_PUTS,
+                        UCP_RVMA_THRESHOLD_OPS, 0, 0);
+        win2 = rvma_win(&ucp, RVMA_VADDR + 1, RVMA_SMALL,
+                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
+                                                  &length));
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win2, buf2, RVMA_SMALL,
+                                                  &comp2, &length2));
+        TH_ASSERT_UCS_OK(ucp_rvma_win_close(win2));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        TH_ASSERT(comp == buf);
+        for (i = 0; i < RVMA_FAST_PUTS; ++i) {
+            sum += rvma_fast_length(i);
+        }
+        TH_ASSERT_EQ(length, sum);
+        for (i = 0; i < RVMA_FAST_PUTS; ++i) {
+            TH_CHECK_PATTERN(buf + i * RVMA_FAST_STRIDE, rvma_fast_length(i),
+                             i * RVMA_FAST_STRIDE);
+            rvma_check_untouched(buf, i * RVMA_FAST_STRIDE +
+                                      rvma_fast_length(i),
+                                 (i + 1) * RVMA_FAST_STRIDE);
+        }
+        /* the closed window and the refused puts left its buffer alone */
+        TH_ASSERT(comp2 == NULL);
+        TH_ASSERT(comp3 == NULL);
+        rvma_check_untouched(buf2, 0, RVMA_SMALL);
+        rvma_check_untouched(buf3, 0, RVMA_SMALL);
+        ucp_rvma_win_destroy(win);
+        ucp_rvma_win_destroy(win2);
+        ucp_rvma_win_destroy(win3);
+        free(buf);
+        free(buf2);
+        free(buf3);
+    } else {
+        data = malloc(size);
+        TH_ASSERT(data != NULL);
+        for (i = 0; i < RVMA_FAST_PUTS; ++i) {
+            th_fill_pattern(data + i * RVMA_FAST_STRIDE, rvma_fast_length(i),
+                            i * RVMA_FAST_STRIDE);
+        }
+        rvma_sync_recv(&ucp, oob, 0);
+
+        /* many in flight, reusing the source at once where the fast path
+         * took it (the ring is a copy) */
+        for (i = 0; i < RVMA_FAST_PUTS; ++i) {
+            j = i % RVMA_FAST_WINDOW;
+            if (reqs[j] != NULL) {
+                TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
+            }
+            reqs[j] = ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR,
+                                       i * RVMA_FAST_STRIDE,
+                                       data + i * RVMA_FAST_STRIDE,
+                                       rvma_fast_length(i), &param);
+            TH_ASSERT(!UCS_PTR_IS_ERR(reqs[j]));
+        }
+        for (j = 0; j < RVMA_FAST_WINDOW; ++j) {
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
+        }
+
+        before = rvma_fast_puts(ucp.ep, &fast);
+        if (!strcmp(arg->tls, "hcr")) {
+            /* the ring (RVMA_FAST_RING bytes) went round many times */
+            TH_ASSERT(fast);
+            TH_ASSERT_OP_(before, >=, RVMA_FAST_PUTS / 4);
+        } else {
+            TH_ASSERT(!fast);
+            TH_ASSERT_EQ(before, 0);
+        }
+
+        /* the target's verdicts come back through the acks */
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 2, 0, data, 8),
+                     UCS_ERR_NO_ELEM);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 1, 0, data, 8),
+                     UCS_ERR_CANCELED);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 3, RVMA_SMALL - 4, data, 8),
+                     UCS_ERR_MESSAGE_TRUNCATED);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR, 0, data, 8),
+                     UCS_ERR_NO_RESOURCE);
+        after = rvma_fast_puts(ucp.ep, &fast);
+        TH_ASSERT_EQ(after - before, strcmp(arg->tls, "hcr") ? 0 : 4);
+        free(data);
+        rvma_sync_send(oob, 0);
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
 static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs)
 {
     rvma_arg_t arg = {tls, nprocs};
@@ -774,6 +914,7 @@ RVMA_TEST(epochs_rewind, rvma_epochs_rank, 2)
 RVMA_TEST(errors, rvma_errors_rank, 2)
 RVMA_TEST(four_initiators, rvma_many_rank, 5)
 RVMA_TEST(wait_wakeup, rvma_wait_rank, 2)
+RVMA_TEST(fast_path, rvma_fast_rank, 2)
 
 static void rvma_killed(const char *tls)
 {

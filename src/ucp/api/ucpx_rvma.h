@@ -255,11 +255,14 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
  * @brief Put data to a window of a remote worker.
  *
  * Places @a length bytes from @a buffer at @a offset in the current buffer
- * of the window @a vaddr of the endpoint's peer. Small puts are one active
- * message; large ones (above UCP's active message rendezvous threshold) are
- * fetched by the target directly into the posted buffer. The request
- * completes when @a buffer may be reused and the target has accepted or
- * rejected the put.
+ * of the window @a vaddr of the endpoint's peer. Where the endpoint's lane
+ * can put with notification (hcr), a put of up to UCX_HCR_RVMA_FAST_MAX bytes
+ * is one write-with-immediate into a ring the target leased to this
+ * endpoint, and @a buffer may be reused as soon as the call returns. Other
+ * small puts are one active message; large ones (above UCP's active message
+ * rendezvous threshold) are fetched by the target directly into the posted
+ * buffer. The request completes when @a buffer may be reused and the target
+ * has accepted or rejected the put.
  *
  * @param [in]  ep      Endpoint to the target worker.
  * @param [in]  vaddr   Virtual address of the target's window.
@@ -280,6 +283,43 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
 ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
                                   const void *buffer, size_t length,
                                   const ucp_request_param_t *param);
+
+
+
+/**
+ * @brief Fields of @ref ucp_rvma_ep_attr_t.
+ */
+enum ucp_rvma_ep_attr_field {
+    UCP_RVMA_EP_ATTR_FIELD_FAST      = UCS_BIT(0), /**< fast */
+    UCP_RVMA_EP_ATTR_FIELD_FAST_PUTS = UCS_BIT(1)  /**< fast_puts */
+};
+
+
+/**
+ * @brief RVMA state of an endpoint, from @ref ucp_rvma_ep_query.
+ */
+typedef struct ucp_rvma_ep_attr {
+    /** Mask of fields to fill, from @ref ucp_rvma_ep_attr_field. */
+    uint64_t field_mask;
+
+    /** Non-zero when the target has leased this endpoint a ring, so that
+     *  small puts take the fast path (one write-with-immediate). */
+    int      fast;
+
+    /** Puts this endpoint has sent by the fast path. */
+    uint64_t fast_puts;
+} ucp_rvma_ep_attr_t;
+
+
+/**
+ * @brief Which path RVMA puts on an endpoint take.
+ *
+ * @param [in]    ep    Endpoint.
+ * @param [inout] attr  Fields to fill (field_mask) and their values.
+ *
+ * @return UCS_OK.
+ */
+ucs_status_t ucp_rvma_ep_query(ucp_ep_h ep, ucp_rvma_ep_attr_t *attr);
 
 /** @} */
 

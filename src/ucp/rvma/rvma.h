@@ -15,7 +15,9 @@
  *                   epochs, completion writes, rewind;
  *  - rvma_target.c  a put arriving at the target: window lookup, placement
  *                   (eager copy or rendezvous fetch), the reply;
- *  - rvma_put.c     the initiator: ucp_rvma_put_nbx() and its request.
+ *  - rvma_put.c     the initiator: ucp_rvma_put_nbx() and its request;
+ *  - rvma_fast.c    the fast path on lanes with put-with-notify (hcr): ring
+ *                   leases, one write-with-immediate per put, batched acks.
  *
  * Wire protocol: a put is one UCP active message (id UCX_HCR_RVMA_AM_ID)
  * whose user header is ucp_rvma_put_hdr_t and whose data is the put's data
@@ -26,20 +28,45 @@
  * eager put is one RC SEND. The target answers every put with an active
  * message (id + 1) holding ucp_rvma_reply_hdr_t, which completes the
  * initiator's request with the target's verdict.
+ *
+ * Fast path (rvma_fast.c): where the active message lane has
+ * uct_ep_put_notify_zcopy(), the target leases each initiator a registered
+ * ring; a put of up to UCX_HCR_RVMA_FAST_MAX bytes is then one
+ * write-with-immediate of a ucp_rvma_rec_hdr_t and the data into that ring,
+ * and the target acknowledges the records in batches (ucp_rvma_ack_hdr_t).
  */
 
 #include <ucp/api/ucpx_rvma.h>
 #include <ucs/datastruct/khash.h>
+#include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
 #include <ucs/datastruct/queue.h>
 #include <uct/api/uct.h>
+#include <uct/api/v2/uct_v2.h>
 
 
 /* Active message ids relative to UCX_HCR_RVMA_AM_ID */
 enum {
-    UCP_RVMA_AM_PUT   = 0,
-    UCP_RVMA_AM_REPLY = 1
+    UCP_RVMA_AM_PUT       = 0, /* put, generic path */
+    UCP_RVMA_AM_REPLY     = 1, /* its verdict */
+    UCP_RVMA_AM_LEASE_REQ = 2, /* fast path: initiator asks for a ring */
+    UCP_RVMA_AM_LEASE     = 3, /* fast path: the ring, or a refusal */
+    UCP_RVMA_AM_ACK       = 4, /* fast path: records handled */
+    UCP_RVMA_AM_COUNT
 };
+
+
+/* Fast path limits */
+#define UCP_RVMA_RING_ALIGN      64    /* records start on this boundary */
+#define UCP_RVMA_RING_ID_BITS    8     /* notify data: ring id | position */
+#define UCP_RVMA_RING_POS_BITS   (UCT_PUT_NOTIFY_DATA_BITS - \
+                                  UCP_RVMA_RING_ID_BITS)
+#define UCP_RVMA_MAX_RINGS       UCS_BIT(UCP_RVMA_RING_ID_BITS)
+#define UCP_RVMA_RING_MAX_SIZE   (UCP_RVMA_RING_ALIGN * \
+                                  UCS_BIT(UCP_RVMA_RING_POS_BITS))
+#define UCP_RVMA_LEASE_INFLIGHT  1024  /* unacknowledged records, power of 2 */
+#define UCP_RVMA_ACK_MAX_ERR     16
+#define UCP_RVMA_CTL_MAX         256   /* largest control message */
 
 
 /* User header of a put */
@@ -57,6 +84,49 @@ typedef struct ucp_rvma_reply_hdr {
     uint64_t req_id;
     int8_t   status; /* ucs_status_t */
 } UCS_S_PACKED ucp_rvma_reply_hdr_t;
+
+
+/* A put in a ring (fast path): this header, then the data */
+typedef struct ucp_rvma_rec_hdr {
+    uint64_t vaddr;
+    uint64_t offset;
+    uint32_t length;
+    uint32_t seq;    /* records written to this ring before, mod 2^32 */
+} UCS_S_PACKED ucp_rvma_rec_hdr_t;
+
+
+/* Initiator -> target: lease me a ring */
+typedef struct ucp_rvma_lease_req_hdr {
+    uint64_t ep_id;        /* the target's endpoint to the initiator */
+    uint64_t initiator_ep; /* the initiator's endpoint id, echoed back */
+    char     component[UCT_COMPONENT_NAME_MAX]; /* whose rkey it can use */
+} UCS_S_PACKED ucp_rvma_lease_req_hdr_t;
+
+
+/* Target -> initiator: the ring (its packed rkey follows as data) */
+typedef struct ucp_rvma_lease_hdr {
+    uint64_t initiator_ep;
+    uint64_t ring_addr;
+    uint32_t ring_size;
+    uint16_t ring_id;      /* UCP_RVMA_MAX_RINGS: refused */
+} UCS_S_PACKED ucp_rvma_lease_hdr_t;
+
+
+typedef struct ucp_rvma_ack_err {
+    uint32_t seq;
+    int8_t   status;       /* ucs_status_t */
+} UCS_S_PACKED ucp_rvma_ack_err_t;
+
+
+/* Target -> initiator: records up to seq handled, ring free up to cons;
+ * the listed records failed */
+typedef struct ucp_rvma_ack_hdr {
+    uint64_t           initiator_ep;
+    uint64_t           cons;
+    uint32_t           seq;
+    uint8_t            n_err;
+    ucp_rvma_ack_err_t err[UCP_RVMA_ACK_MAX_ERR];
+} UCS_S_PACKED ucp_rvma_ack_hdr_t;
 
 
 /* A buffer posted to a window */
@@ -106,12 +176,24 @@ struct ucp_rvma_win {
 
 KHASH_MAP_INIT_INT64(ucp_rvma_win, ucp_rvma_win_h);
 
+typedef struct ucp_rvma_lease ucp_rvma_lease_t;
+KHASH_MAP_INIT_INT64(ucp_rvma_lease, ucp_rvma_lease_t*);
+
+typedef struct ucp_rvma_ring ucp_rvma_ring_t;
+
 
 /* Per-worker RVMA state (worker->rvma) */
 struct ucp_rvma_worker {
     ucp_worker_h       worker;
-    unsigned           am_id;     /* first of the two active message ids */
+    unsigned           am_id;     /* first of the active message ids */
+    int                fast;      /* UCX_HCR_RVMA_FAST */
+    size_t             ring_size; /* UCX_HCR_RVMA_RING_SIZE */
+    size_t             fast_max;  /* UCX_HCR_RVMA_FAST_MAX */
     khash_t(ucp_rvma_win) wins;   /* open and closed windows by vaddr */
+    khash_t(ucp_rvma_lease) leases; /* initiator: by endpoint */
+    ucp_rvma_ring_t    *rings[UCP_RVMA_MAX_RINGS]; /* target: by ring id */
+    ucs_list_link_t    ack_list;  /* target: rings owing an ack */
+    uct_worker_cb_id_t ack_cb_id;
     ucs_mpool_t        buf_mp;    /* ucp_rvma_buf_t */
     ucs_mpool_t        msg_mp;    /* ucp_rvma_msg_t */
     ucs_queue_head_t   deferred;  /* puts waiting for their endpoint's
@@ -133,6 +215,7 @@ typedef union ucp_rvma_msg {
         size_t             length;
     } put;                        /* initiator: the put's active message */
     ucp_rvma_reply_hdr_t   reply; /* target: a reply being sent */
+    uint8_t                ctl[UCP_RVMA_CTL_MAX]; /* fast path control */
     struct {
         ucp_rvma_win_h     win;
         ucp_rvma_buf_t     *buf;
@@ -148,6 +231,9 @@ ucs_status_t ucp_rvma_worker_get(ucp_worker_h worker,
                                  ucp_rvma_worker_t **rw_p);
 
 void ucp_rvma_worker_cleanup(ucp_worker_h worker);
+
+ucs_status_t ucp_rvma_worker_set_handler(ucp_rvma_worker_t *rw, unsigned id,
+                                         ucp_am_recv_callback_t cb);
 
 ucp_rvma_win_h ucp_rvma_worker_find_win(ucp_rvma_worker_t *rw, uint64_t vaddr);
 
@@ -165,6 +251,10 @@ void ucp_rvma_win_placed(ucp_rvma_win_h win, ucp_rvma_buf_t *buf,
 void ucp_rvma_win_free(ucp_rvma_win_h win);
 
 /* rvma_target.c */
+ucs_status_t ucp_rvma_target_place(ucp_rvma_worker_t *rw, uint64_t vaddr,
+                                   uint64_t offset, const void *data,
+                                   size_t length);
+
 ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
                                          size_t header_length, void *data,
                                          size_t length,
@@ -173,9 +263,24 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
 /* rvma_put.c */
 void ucp_rvma_put_cleanup(ucp_rvma_worker_t *rw);
 
+void ucp_rvma_put_event(ucp_worker_h worker, uint64_t req_id,
+                        ucs_status_t status, int sent);
+
 ucs_status_t ucp_rvma_put_reply_handler(void *arg, const void *header,
                                         size_t header_length, void *data,
                                         size_t length,
                                         const ucp_am_recv_param_t *param);
+
+/* rvma_fast.c */
+ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                               uint64_t req_id, uint64_t vaddr,
+                               uint64_t offset, const void *buffer,
+                               size_t length);
+
+ucs_status_t ucp_rvma_fast_init(ucp_rvma_worker_t *rw);
+
+void ucp_rvma_fast_cleanup(ucp_rvma_worker_t *rw);
+
+void ucp_rvma_ep_cleanup(ucp_ep_h ep);
 
 #endif

@@ -20,10 +20,11 @@
 
 
 /*
- * The initiator. ucp_rvma_put_nbx() sends one active message and returns a
- * UCP request that completes after two events: the active message's local
- * completion (the buffer may be reused) and the target's reply (accepted or
- * refused). The request is found again by its UCP request id, which also
+ * The initiator. ucp_rvma_put_nbx() tries the fast path first (rvma_fast.c:
+ * one write-with-immediate, the request completes with the target's ack).
+ * Otherwise it sends one active message, and the request completes after two
+ * events: the active message's local completion (the buffer may be reused)
+ * and the target's reply (accepted or refused). The request is found again by its UCP request id, which also
  * puts it on the endpoint's list of tracked requests: when the endpoint
  * fails, UCP purges it through ucp_rvma_put_abort(), so a dead peer
  * completes it with an error instead of leaving it pending.
@@ -70,9 +71,10 @@ static void ucp_rvma_put_abort(ucp_request_t *req, ucs_status_t status)
     ucp_rvma_put_complete(req);
 }
 
-/* One of the two events of a put; a failed send ends the request at once,
- * since no reply will come */
-static void ucp_rvma_put_event(ucp_worker_h worker, uint64_t req_id,
+/* One of the events of a put (the active message path counts two, the send
+ * and the reply; the fast path one, the ack); a failed send ends the
+ * request at once, since no reply will come */
+void ucp_rvma_put_event(ucp_worker_h worker, uint64_t req_id,
                                ucs_status_t status, int sent)
 {
     ucp_request_t *req;
@@ -216,6 +218,7 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
     ucs_status_t status;
     ucp_rvma_msg_t *msg;
     ucp_request_t *req;
+    int ready;
 
     if ((param->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE) &&
         (param->datatype != ucp_dt_make_contig(1))) {
@@ -232,14 +235,7 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
         goto out;
     }
 
-    msg = ucs_mpool_get(&rw->msg_mp);
-    if (msg == NULL) {
-        ret = UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
-        goto out;
-    }
-
     req = ucp_request_get_param(worker, param, {
-        ucs_mpool_put(msg);
         ret = UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
         goto out;
     });
@@ -254,10 +250,34 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
     req->send.state.dt.dt.contig.md_map = 0;
     req->send.proto_config              = &ucp_rvma_put_proto_config;
     req->send.state.uct_comp.func       = NULL;
-    req->send.state.uct_comp.count      = 2;
+    req->send.state.uct_comp.count      = 1;
     req->send.state.uct_comp.status     = UCS_OK;
     ucp_request_set_send_callback_param(param, req, send);
     ucp_send_request_id_alloc(req);
+    ret   = req + 1;
+    ready = ucp_rvma_put_ep_ready(ep) && ucs_queue_is_empty(&rw->deferred);
+
+    if (ucs_likely(ready)) {
+        status = ucp_rvma_fast_put(rw, ep, ucp_send_request_get_id(req), vaddr,
+                                   offset, buffer, length);
+        if (status == UCS_OK) {
+            goto out; /* completes with the target's ack */
+        } else if ((status != UCS_ERR_UNSUPPORTED) &&
+                   (status != UCS_ERR_NO_RESOURCE)) {
+            ucp_rvma_put_event(worker, ucp_send_request_get_id(req), status,
+                               1);
+            goto out;
+        }
+    }
+
+    /* the active message path: local completion and reply */
+    req->send.state.uct_comp.count = 2;
+    msg = ucs_mpool_get(&rw->msg_mp);
+    if (msg == NULL) {
+        ucp_rvma_put_event(worker, ucp_send_request_get_id(req),
+                           UCS_ERR_NO_MEMORY, 1);
+        goto out;
+    }
 
     msg->put.rw         = rw;
     msg->put.hdr.vaddr  = vaddr;
@@ -269,10 +289,8 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
 
     ucs_trace_req("rvma put request %p: %zu bytes to 0x%" PRIx64 "+%zu on ep "
                   "%p", req, length, vaddr, offset, ep);
-    ret = req + 1;
 
-    if (ucs_likely(ucp_rvma_put_ep_ready(ep) &&
-                   ucs_queue_is_empty(&rw->deferred))) {
+    if (ucs_likely(ready)) {
         ucp_rvma_put_send(msg);
         goto out;
     }

@@ -20,7 +20,9 @@
  * put fits and which buffer it goes to (rvma_win.c); an eager put is copied
  * into that buffer from the receive descriptor, a rendezvous put is fetched
  * by UCP straight into it. Either way the initiator gets one reply with the
- * verdict, sent after the data is placed.
+ * verdict, sent after the data is placed. The fast path (rvma_fast.c) places
+ * its records with ucp_rvma_target_place() too, and acknowledges them in
+ * batches instead.
  */
 
 static void ucp_rvma_reply_sent(void *request, ucs_status_t status,
@@ -125,6 +127,57 @@ ucp_rvma_target_fetch(ucp_rvma_worker_t *rw, ucp_rvma_win_h win,
     return UCS_INPROGRESS;
 }
 
+/* Find the window and reserve the put's place in its current buffer */
+static ucs_status_t ucp_rvma_target_accept(ucp_rvma_worker_t *rw,
+                                           uint64_t vaddr, uint64_t offset,
+                                           size_t length, ucp_rvma_win_h *win_p,
+                                           ucp_rvma_buf_t **buf_p)
+{
+    ucp_rvma_win_h win = ucp_rvma_worker_find_win(rw, vaddr);
+    ucs_status_t status;
+
+    if (win == NULL) {
+        status = UCS_ERR_NO_ELEM;
+    } else {
+        status = ucp_rvma_win_accept(win, offset, length, buf_p);
+    }
+
+    if (status != UCS_OK) {
+        ucs_debug("worker %p: RVMA put of %zu bytes to 0x%" PRIx64 "+%" PRIu64
+                  " refused: %s", rw->worker, length, vaddr, offset,
+                  ucs_status_string(status));
+        if ((status == UCS_ERR_CANCELED) &&
+            (win->flags & UCP_RVMA_WIN_FLAG_SILENT_CLOSE)) {
+            /* discarded without telling the initiator */
+            status = UCS_ERR_NO_PROGRESS;
+        }
+    }
+
+    *win_p = win;
+    return status;
+}
+
+ucs_status_t ucp_rvma_target_place(ucp_rvma_worker_t *rw, uint64_t vaddr,
+                                   uint64_t offset, const void *data,
+                                   size_t length)
+{
+    ucp_rvma_buf_t *buf;
+    ucp_rvma_win_h win;
+    ucs_status_t status;
+
+    status = ucp_rvma_target_accept(rw, vaddr, offset, length, &win, &buf);
+    if (status != UCS_OK) {
+        return (status == UCS_ERR_NO_PROGRESS) ? UCS_OK : status;
+    }
+
+    ucs_trace_data("worker %p: RVMA put of %zu bytes to 0x%" PRIx64 "+%" PRIu64
+                   " epoch %" PRIu64, rw->worker, length, vaddr, offset,
+                   buf->epoch);
+    memcpy(UCS_PTR_BYTE_OFFSET(buf->buffer, offset), data, length);
+    ucp_rvma_win_placed(win, buf, length, UCS_OK);
+    return UCS_OK;
+}
+
 ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
                                          size_t header_length, void *data,
                                          size_t length,
@@ -153,40 +206,27 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
         return UCS_OK;
     }
 
-    win = ucp_rvma_worker_find_win(rw, hdr->vaddr);
-    if (win == NULL) {
-        status = UCS_ERR_NO_ELEM;
-    } else {
-        status = ucp_rvma_win_accept(win, hdr->offset, length, &buf);
-        if ((status == UCS_ERR_CANCELED) &&
-            (win->flags & UCP_RVMA_WIN_FLAG_SILENT_CLOSE)) {
-            ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, UCS_OK);
-            return UCS_OK;
-        }
+    if (!rndv) {
+        status = ucp_rvma_target_place(rw, hdr->vaddr, hdr->offset, data,
+                                       length);
+        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, status);
+        return UCS_OK;
     }
 
+    status = ucp_rvma_target_accept(rw, hdr->vaddr, hdr->offset, length, &win,
+                                    &buf);
     if (status != UCS_OK) {
-        ucs_debug("worker %p: RVMA put of %zu bytes to 0x%" PRIx64 "+%" PRIu64
-                  " refused: %s", rw->worker, length, hdr->vaddr, hdr->offset,
-                  ucs_status_string(status));
-        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, status);
         /* a refused rendezvous is not fetched: UCP completes its send with
          * UCS_OK, and the reply alone carries the verdict, so that the
          * request sees exactly one error whichever arrives first */
+        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id,
+                              (status == UCS_ERR_NO_PROGRESS) ? UCS_OK :
+                                                                status);
         return UCS_OK;
     }
 
     ucs_trace_data("worker %p: RVMA put of %zu bytes to 0x%" PRIx64 "+%" PRIu64
-                   " epoch %" PRIu64 "%s", rw->worker, length, hdr->vaddr,
-                   hdr->offset, buf->epoch, rndv ? " (rndv)" : "");
-
-    if (rndv) {
-        return ucp_rvma_target_fetch(rw, win, buf, hdr, data, length,
-                                     reply_ep);
-    }
-
-    memcpy(UCS_PTR_BYTE_OFFSET(buf->buffer, hdr->offset), data, length);
-    ucp_rvma_win_placed(win, buf, length, UCS_OK);
-    ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, UCS_OK);
-    return UCS_OK;
+                   " epoch %" PRIu64 " (rndv)", rw->worker, length,
+                   hdr->vaddr, hdr->offset, buf->epoch);
+    return ucp_rvma_target_fetch(rw, win, buf, hdr, data, length, reply_ep);
 }

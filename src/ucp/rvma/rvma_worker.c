@@ -25,14 +25,37 @@
 
 typedef struct ucp_rvma_config {
     unsigned am_id;
+    int      fast;
+    size_t   ring_size;
+    size_t   fast_max;
 } ucp_rvma_config_t;
 
 static ucs_config_field_t ucp_rvma_config_table[] = {
     {"AM_ID", "4000",
-     "First of the two UCP active message ids that RVMA puts and their\n"
-     "replies use (ucpx_rvma.h); the application must not register handlers\n"
-     "on them. Initiator and target must use the same value.",
+     "First of the five consecutive UCP active message ids that RVMA puts,\n"
+     "their replies and the fast path's control messages use (ucpx_rvma.h);\n"
+     "the application must not register handlers on them. Initiator and\n"
+     "target must use the same value.",
      ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CONFIG_TYPE_UINT},
+
+    {"FAST", "y",
+     "Fast path where the active message lane can put with notification\n"
+     "(hcr): each initiator gets a registered ring in the target, and a put\n"
+     "of up to FAST_MAX bytes is one write-with-immediate into it, copied\n"
+     "into the posted buffer by the target's progress and acknowledged in\n"
+     "batches. A target with FAST=n refuses the rings.",
+     ucs_offsetof(ucp_rvma_config_t, fast), UCS_CONFIG_TYPE_BOOL},
+
+    {"RING_SIZE", "256k",
+     "Size of the ring a target leases to each initiator for fast path puts\n"
+     "(registered memory on both sides).",
+     ucs_offsetof(ucp_rvma_config_t, ring_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"FAST_MAX", "16k",
+     "Largest put that takes the fast path; larger ones, and any put that\n"
+     "finds the ring full, take the active message path. At most a quarter\n"
+     "of RING_SIZE.",
+     ucs_offsetof(ucp_rvma_config_t, fast_max), UCS_CONFIG_TYPE_MEMUNITS},
 
     {NULL}
 };
@@ -50,9 +73,8 @@ UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)",
                           &ucs_config_global_list)
 
 
-static ucs_status_t ucp_rvma_worker_set_handler(ucp_rvma_worker_t *rw,
-                                                unsigned id,
-                                                ucp_am_recv_callback_t cb)
+ucs_status_t ucp_rvma_worker_set_handler(ucp_rvma_worker_t *rw, unsigned id,
+                                         ucp_am_recv_callback_t cb)
 {
     ucp_am_handler_param_t param;
 
@@ -87,9 +109,23 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
         return status;
     }
 
-    if (config.am_id >= (UINT16_MAX - 1)) {
-        ucs_error("UCX_HCR_RVMA_AM_ID=%u: must be below %u", config.am_id,
-                  UINT16_MAX - 1);
+    if (config.am_id > (UINT16_MAX - UCP_RVMA_AM_COUNT)) {
+        ucs_error("UCX_HCR_RVMA_AM_ID=%u: must be at most %u", config.am_id,
+                  UINT16_MAX - UCP_RVMA_AM_COUNT);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out_release_config;
+    }
+
+    if (config.fast &&
+        ((config.ring_size > UCP_RVMA_RING_MAX_SIZE) ||
+         (config.ring_size < (4 * UCP_RVMA_RING_ALIGN)) ||
+         ((config.ring_size % UCP_RVMA_RING_ALIGN) != 0) ||
+         (config.fast_max > (config.ring_size / 4)))) {
+        ucs_error("UCX_HCR_RVMA_RING_SIZE=%zu, UCX_HCR_RVMA_FAST_MAX=%zu: "
+                  "the ring must be a multiple of %d bytes, at most %zu, "
+                  "and at least 4 times FAST_MAX", config.ring_size,
+                  config.fast_max, UCP_RVMA_RING_ALIGN,
+                  (size_t)UCP_RVMA_RING_MAX_SIZE);
         status = UCS_ERR_INVALID_PARAM;
         goto out_release_config;
     }
@@ -102,6 +138,9 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
 
     rw->worker = worker;
     rw->am_id          = config.am_id;
+    rw->fast           = config.fast;
+    rw->ring_size      = config.ring_size;
+    rw->fast_max       = config.fast_max;
     rw->deferred_cb_id = UCS_CALLBACKQ_ID_NULL;
     kh_init_inplace(ucp_rvma_win, &rw->wins);
     ucs_queue_head_init(&rw->deferred);
@@ -128,6 +167,11 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
 
     status = ucp_rvma_worker_set_handler(rw, UCP_RVMA_AM_REPLY,
                                          ucp_rvma_put_reply_handler);
+    if (status != UCS_OK) {
+        goto err_msg_mp;
+    }
+
+    status = ucp_rvma_fast_init(rw);
     if (status != UCS_OK) {
         goto err_msg_mp;
     }
@@ -176,6 +220,7 @@ void ucp_rvma_worker_cleanup(ucp_worker_h worker)
     }
 
     ucp_rvma_put_cleanup(rw);
+    ucp_rvma_fast_cleanup(rw);
 
     /* the endpoints are gone: no fetch is in flight any more */
     kh_foreach_value(&rw->wins, win, {

@@ -1,0 +1,838 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rvma.h"
+
+#include <ucp/core/ucp_context.h>
+#include <ucp/core/ucp_ep.inl>
+#include <ucp/core/ucp_worker.h>
+#include <ucp/core/ucp_worker.inl>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+
+
+/*
+ * Fast path of RVMA puts, on lanes that can put with notification (hcr).
+ *
+ * An RVMA window is named by a virtual address only the target translates,
+ * and the target moves on to its next posted buffer whenever a threshold is
+ * reached: an initiator cannot know which buffer, let alone which address,
+ * its put belongs to. So the target leases every initiator a ring of
+ * registered memory (the "eager RDMA" region of MVAPICH and of older UCX rc
+ * transports) and translates on arrival:
+ *
+ *   initiator                                 target
+ *   lease request (AM)      ---------->       allocates, registers a ring
+ *                           <----------       its address, rkey and id (AM)
+ *   put: header and data into the
+ *   local staging mirror, then ONE
+ *   RDMA_WRITE_WITH_IMM     ---------->       receive completion, immediate =
+ *     (immediate: ring id, position)          ring id | position: look up the
+ *                                             window, copy into the posted
+ *                                             buffer, count, complete it
+ *                           <----------       ack (AM): records handled, ring
+ *                                             space free, the failed ones;
+ *                                             one per progress round
+ *
+ * The put is one network operation, nothing else is on the path of the
+ * target's notification, and the target's verdict (unknown, closed, full
+ * window) still reaches the initiator's request, through the ack. Records
+ * of one ring arrive in order (one RC QP), so the ring frees in order: a
+ * record that does not fit before the end of the ring starts again at 0, and
+ * the target, seeing a position behind its own, knows the rest was skipped.
+ *
+ * Whatever the fast path cannot take (no lease yet, a ring or the window of
+ * unacknowledged records full, larger than UCX_HCR_RVMA_FAST_MAX, transport
+ * resources busy) takes the active message path. The two paths need no
+ * order between them: RVMA counts puts in any order.
+ */
+
+
+typedef enum {
+    UCP_RVMA_LEASE_REQUESTED,
+    UCP_RVMA_LEASE_READY,
+    UCP_RVMA_LEASE_REFUSED  /* no fast path on this endpoint */
+} ucp_rvma_lease_state_t;
+
+
+/* Initiator: a ring leased from the target of one endpoint */
+struct ucp_rvma_lease {
+    ucp_rvma_lease_state_t state;
+    uct_ep_h               uct_ep;    /* the lane it was leased for */
+    uct_md_h               md;        /* the lane's memory domain */
+    uct_component_h        component;
+    uct_rkey_bundle_t      rkey;      /* the target's ring */
+    uint64_t               raddr;
+    size_t                 size;
+    uint16_t               ring_id;
+    void                   *staging;  /* registered mirror of the ring */
+    uct_mem_h              memh;
+    uint64_t               head;      /* bytes written, skips included */
+    uint64_t               tail;      /* bytes the target has consumed */
+    uint32_t               seq;       /* records written */
+    uint32_t               acked_seq; /* records acknowledged */
+    uint64_t               puts;      /* sent by the fast path */
+    uint64_t               req_id[UCP_RVMA_LEASE_INFLIGHT];
+};
+
+
+/* Target: a ring leased to the initiator of one endpoint */
+struct ucp_rvma_ring {
+    ucp_rvma_worker_t  *rw;
+    uint16_t           id;
+    ucp_ep_h           ep;          /* to the initiator, for the acks */
+    uint64_t           initiator_ep;
+    void               *base;
+    size_t             size;
+    uct_md_h           md;
+    uct_mem_h          memh;
+    uint64_t           cons;        /* bytes consumed, skips included */
+    uint64_t           acked_cons;
+    uint32_t           seq;         /* records handled */
+    uint32_t           acked_seq;
+    uint8_t            n_err;
+    ucp_rvma_ack_err_t err[UCP_RVMA_ACK_MAX_ERR];
+    int                ack_owed;    /* in rw->ack_list */
+    ucs_list_link_t    list;
+};
+
+
+static void ucp_rvma_ctl_sent(void *request, ucs_status_t status,
+                              void *user_data)
+{
+    ucs_mpool_put(user_data);
+    ucp_request_free(request);
+}
+
+/* A control message of the fast path: header and data are copied into a
+ * message of the pool, which outlives the send */
+static ucs_status_t ucp_rvma_ctl_send(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                                      unsigned id, const void *header,
+                                      size_t header_length, const void *data,
+                                      size_t length)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t sreq;
+    ucp_rvma_msg_t *msg;
+
+    ucs_assert((header_length + length) <= sizeof(msg->ctl));
+    msg = ucs_mpool_get(&rw->msg_mp);
+    if (msg == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memcpy(msg->ctl, header, header_length);
+    memcpy(msg->ctl + header_length, data, length);
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags        = UCP_AM_SEND_FLAG_EAGER;
+    param.cb.send      = ucp_rvma_ctl_sent;
+    param.user_data    = msg;
+    sreq = ucp_am_send_nbx(ep, rw->am_id + id, msg->ctl, header_length,
+                           msg->ctl + header_length, length, &param);
+    if (UCS_PTR_IS_PTR(sreq)) {
+        return UCS_OK; /* ucp_rvma_ctl_sent() releases both */
+    }
+
+    ucs_mpool_put(msg);
+    return UCS_PTR_STATUS(sreq);
+}
+
+static const char *ucp_rvma_md_component_name(ucp_context_h context,
+                                              ucp_md_index_t md_index)
+{
+    return context->tl_cmpts[context->tl_mds[md_index].cmpt_index].attr.name;
+}
+
+
+/* ---- target: rings and acknowledgements --------------------------------- */
+
+static void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring)
+{
+    ucp_rvma_worker_t *rw = ring->rw;
+
+    ucs_debug("worker %p: RVMA ring %u of ep %p released", rw->worker,
+              ring->id, ring->ep);
+    if (ring->ack_owed) {
+        ucs_list_del(&ring->list);
+    }
+    uct_md_mem_dereg(ring->md, ring->memh);
+    ucs_free(ring->base);
+    rw->rings[ring->id] = NULL;
+    ucs_free(ring);
+}
+
+static ucs_status_t
+ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                     const ucp_rvma_lease_req_hdr_t *req, uint8_t *rkey_buf,
+                     size_t rkey_max, size_t *rkey_size_p,
+                     ucp_rvma_ring_t **ring_p)
+{
+    ucp_context_h context = rw->worker->context;
+    const ucp_tl_md_t *tl_md;
+    ucp_rvma_ring_t *ring;
+    ucs_status_t status;
+    unsigned id;
+
+    if (!rw->fast || (ep->am_lane == UCP_NULL_LANE)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    tl_md = &context->tl_mds[ucp_ep_md_index(ep, ep->am_lane)];
+    if (!(tl_md->attr.cap.flags & UCT_MD_FLAG_REG) ||
+        (tl_md->attr.rkey_packed_size > rkey_max) ||
+        strncmp(ucp_rvma_md_component_name(context,
+                                           ucp_ep_md_index(ep, ep->am_lane)),
+                req->component, sizeof(req->component))) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    for (id = 0; (id < UCP_RVMA_MAX_RINGS) && (rw->rings[id] != NULL); ++id) {
+    }
+    if (id == UCP_RVMA_MAX_RINGS) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
+    ring = ucs_calloc(1, sizeof(*ring), "rvma_ring");
+    if (ring == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = ucs_posix_memalign(&ring->base, ucs_get_page_size(),
+                                rw->ring_size, "rvma_ring_buf");
+    if (status != UCS_OK) {
+        goto err_free_ring;
+    }
+
+    status = uct_md_mem_reg(tl_md->md, ring->base, rw->ring_size,
+                            UCT_MD_MEM_ACCESS_REMOTE_PUT |
+                            UCT_MD_MEM_ACCESS_LOCAL_WRITE,
+                            &ring->memh);
+    if (status != UCS_OK) {
+        goto err_free_buf;
+    }
+
+    status = uct_md_mkey_pack(tl_md->md, ring->memh, rkey_buf);
+    if (status != UCS_OK) {
+        goto err_dereg;
+    }
+
+    ring->rw           = rw;
+    ring->id           = id;
+    ring->ep           = ep;
+    ring->initiator_ep = req->initiator_ep;
+    ring->size         = rw->ring_size;
+    ring->md           = tl_md->md;
+    rw->rings[id]      = ring;
+    *rkey_size_p       = tl_md->attr.rkey_packed_size;
+    *ring_p            = ring;
+    ucs_debug("worker %p: RVMA ring %u of %zu bytes at %p leased to ep %p",
+              rw->worker, id, ring->size, ring->base, ep);
+    return UCS_OK;
+
+err_dereg:
+    uct_md_mem_dereg(tl_md->md, ring->memh);
+err_free_buf:
+    ucs_free(ring->base);
+err_free_ring:
+    ucs_free(ring);
+    return status;
+}
+
+static ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
+                                               size_t header_length,
+                                               void *data, size_t length,
+                                               const ucp_am_recv_param_t *param)
+{
+    ucp_rvma_worker_t *rw                = arg;
+    const ucp_rvma_lease_req_hdr_t *req  = header;
+    ucp_rvma_ring_t *ring                = NULL;
+    uint8_t rkey_buf[UCP_RVMA_CTL_MAX - sizeof(ucp_rvma_lease_hdr_t)];
+    ucp_rvma_lease_hdr_t lease;
+    size_t rkey_size = 0;
+    ucs_status_t status;
+    ucp_ep_h ep;
+
+    if (header_length != sizeof(*req)) {
+        ucs_error("worker %p: malformed RVMA lease request (header %zu bytes) "
+                  "dropped", rw->worker, header_length);
+        return UCS_OK;
+    }
+
+    if (ucp_worker_get_ep_by_id(rw->worker, req->ep_id, &ep) != UCS_OK) {
+        ucs_debug("worker %p: RVMA lease request from unknown endpoint id 0x%"
+                  PRIx64 " dropped", rw->worker, req->ep_id);
+        return UCS_OK;
+    }
+
+    lease.initiator_ep = req->initiator_ep;
+    lease.ring_id      = UCP_RVMA_MAX_RINGS;
+    lease.ring_addr    = 0;
+    lease.ring_size    = 0;
+    status = ucp_rvma_ring_create(rw, ep, req, rkey_buf, sizeof(rkey_buf),
+                                  &rkey_size, &ring);
+    if (status == UCS_OK) {
+        lease.ring_id   = ring->id;
+        lease.ring_addr = (uintptr_t)ring->base;
+        lease.ring_size = ring->size;
+    } else {
+        ucs_debug("worker %p: no RVMA ring for ep %p: %s", rw->worker, ep,
+                  ucs_status_string(status));
+    }
+
+    status = ucp_rvma_ctl_send(rw, ep, UCP_RVMA_AM_LEASE, &lease,
+                               sizeof(lease), rkey_buf, rkey_size);
+    if ((status != UCS_OK) && (ring != NULL)) {
+        ucs_debug("worker %p: RVMA lease reply to ep %p failed: %s",
+                  rw->worker, ep, ucs_status_string(status));
+        ucp_rvma_ring_destroy(ring);
+    }
+    return UCS_OK;
+}
+
+/* Send the ring's owed acknowledgement; on UCS_ERR_NO_MEMORY it stays owed */
+static ucs_status_t ucp_rvma_ring_ack(ucp_rvma_ring_t *ring)
+{
+    ucp_rvma_ack_hdr_t ack;
+    ucs_status_t status;
+
+    ack.initiator_ep = ring->initiator_ep;
+    ack.cons         = ring->cons;
+    ack.seq          = ring->seq;
+    ack.n_err        = ring->n_err;
+    memcpy(ack.err, ring->err, ring->n_err * sizeof(ring->err[0]));
+    status = ucp_rvma_ctl_send(ring->rw, ring->ep, UCP_RVMA_AM_ACK, &ack,
+                               ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
+                               (ring->n_err * sizeof(ring->err[0])),
+                               NULL, 0);
+    if (status == UCS_ERR_NO_MEMORY) {
+        return status;
+    } else if (status != UCS_OK) {
+        /* the initiator is gone: its requests were purged there */
+        ucs_debug("worker %p: RVMA ack to ep %p failed: %s", ring->rw->worker,
+                  ring->ep, ucs_status_string(status));
+    }
+
+    ring->acked_cons = ring->cons;
+    ring->acked_seq  = ring->seq;
+    ring->n_err      = 0;
+    if (ring->ack_owed) {
+        ring->ack_owed = 0;
+        ucs_list_del(&ring->list);
+    }
+    return UCS_OK;
+}
+
+static unsigned ucp_rvma_ack_progress(void *arg)
+{
+    ucp_rvma_worker_t *rw = arg;
+    ucp_rvma_ring_t *ring, *tmp;
+    unsigned count        = 0;
+
+    ucs_list_for_each_safe(ring, tmp, &rw->ack_list, list) {
+        if (ucp_rvma_ring_ack(ring) == UCS_OK) {
+            ++count;
+        }
+    }
+
+    if (ucs_list_is_empty(&rw->ack_list)) {
+        uct_worker_progress_unregister_safe(rw->worker->uct, &rw->ack_cb_id);
+    }
+    return count;
+}
+
+/* Acknowledge at once when the initiator would soon run out of ring space,
+ * record window or error slots; else once per progress round, so that a
+ * burst of puts costs one ack */
+static void ucp_rvma_ring_ack_owed(ucp_rvma_ring_t *ring)
+{
+    ucp_rvma_worker_t *rw = ring->rw;
+
+    if ((ring->n_err == UCP_RVMA_ACK_MAX_ERR) ||
+        ((ring->cons - ring->acked_cons) >= (ring->size / 4)) ||
+        ((uint32_t)(ring->seq - ring->acked_seq) >=
+         (UCP_RVMA_LEASE_INFLIGHT / 4))) {
+        if (ucp_rvma_ring_ack(ring) == UCS_OK) {
+            return;
+        }
+    }
+
+    if (!ring->ack_owed) {
+        ring->ack_owed = 1;
+        ucs_list_add_tail(&rw->ack_list, &ring->list);
+        uct_worker_progress_register_safe(rw->worker->uct,
+                                          ucp_rvma_ack_progress, rw, 0,
+                                          &rw->ack_cb_id);
+    }
+}
+
+/* A record landed in a ring: the notification of its write-with-immediate */
+static ucs_status_t
+ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
+{
+    ucp_worker_h worker            = arg;
+    ucp_rvma_worker_t *rw          = worker->rvma;
+    const uct_put_notify_hdr_t *nh = data;
+    const ucp_rvma_rec_hdr_t *rec;
+    ucp_rvma_ring_t *ring;
+    ucs_status_t status;
+    size_t pos, cons_pos;
+    unsigned id;
+
+    if ((rw == NULL) || (length < sizeof(*nh))) {
+        ucs_debug("worker %p: RVMA notification without rings dropped",
+                  worker);
+        return UCS_OK;
+    }
+
+    id   = nh->notify_data >> UCP_RVMA_RING_POS_BITS;
+    pos  = (size_t)(nh->notify_data & UCS_MASK(UCP_RVMA_RING_POS_BITS)) *
+           UCP_RVMA_RING_ALIGN;
+    ring = (id < UCP_RVMA_MAX_RINGS) ? rw->rings[id] : NULL;
+    if ((ring == NULL) || (nh->length < sizeof(*rec)) ||
+        ((pos + nh->length) > ring->size)) {
+        ucs_debug("worker %p: RVMA notification 0x%x length %u for no ring "
+                  "dropped", worker, nh->notify_data, nh->length);
+        return UCS_OK;
+    }
+
+    rec = UCS_PTR_BYTE_OFFSET(ring->base, pos);
+    if ((rec->seq != ring->seq) ||
+        ((sizeof(*rec) + rec->length) != nh->length)) {
+        ucs_error("worker %p: RVMA ring %u: record %u of %u bytes at %zu is "
+                  "not the expected record %u, dropped", worker, id, rec->seq,
+                  nh->length, pos, ring->seq);
+        return UCS_OK;
+    }
+
+    /* a position behind ours: the initiator skipped the end of the ring */
+    cons_pos    = ring->cons % ring->size;
+    ring->cons += (pos >= cons_pos) ? (pos - cons_pos) :
+                                      (ring->size - cons_pos + pos);
+    ring->cons += ucs_align_up_pow2(nh->length, UCP_RVMA_RING_ALIGN);
+
+    status = ucp_rvma_target_place(rw, rec->vaddr, rec->offset, rec + 1,
+                                   rec->length);
+    if (status != UCS_OK) {
+        ucs_assert(ring->n_err < UCP_RVMA_ACK_MAX_ERR);
+        ring->err[ring->n_err].seq    = ring->seq;
+        ring->err[ring->n_err].status = status;
+        ++ring->n_err;
+    }
+
+    ++ring->seq;
+    ucp_rvma_ring_ack_owed(ring);
+    return UCS_OK;
+}
+
+
+/* ---- initiator: leases and puts ----------------------------------------- */
+
+static ucp_rvma_lease_t *ucp_rvma_lease_find(ucp_rvma_worker_t *rw,
+                                             ucp_ep_h ep)
+{
+    khiter_t iter = kh_get(ucp_rvma_lease, &rw->leases, (uintptr_t)ep);
+
+    return (iter == kh_end(&rw->leases)) ? NULL :
+                                           kh_value(&rw->leases, iter);
+}
+
+static void ucp_rvma_lease_free(ucp_rvma_lease_t *lease)
+{
+    if (lease->state == UCP_RVMA_LEASE_READY) {
+        uct_rkey_release(lease->component, &lease->rkey);
+        uct_md_mem_dereg(lease->md, lease->memh);
+        ucs_free(lease->staging);
+    }
+    ucs_free(lease);
+}
+
+/* Ask the target of a new endpoint for a ring; the puts meanwhile, and for
+ * good if it refuses, take the active message path */
+static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
+{
+    ucp_context_h context = rw->worker->context;
+    uct_ep_h uct_ep       = ucp_ep_get_am_uct_ep(ep);
+    ucp_rvma_lease_req_hdr_t req;
+    ucp_rvma_lease_t *lease;
+    ucp_md_index_t md_index;
+    ucs_status_t status;
+    khiter_t iter;
+    int ret;
+
+    lease = ucs_calloc(1, sizeof(*lease), "rvma_lease");
+    if (lease == NULL) {
+        return;
+    }
+
+    iter = kh_put(ucp_rvma_lease, &rw->leases, (uintptr_t)ep, &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        ucs_free(lease);
+        return;
+    }
+    kh_value(&rw->leases, iter) = lease;
+
+    md_index         = ucp_ep_md_index(ep, ep->am_lane);
+    lease->state     = UCP_RVMA_LEASE_REFUSED;
+    lease->uct_ep    = uct_ep;
+    lease->md        = context->tl_mds[md_index].md;
+    lease->component =
+            context->tl_cmpts[context->tl_mds[md_index].cmpt_index].cmpt;
+    if (!rw->fast || !uct_iface_is_put_notify_supported(uct_ep->iface) ||
+        !(context->tl_mds[md_index].attr.cap.flags & UCT_MD_FLAG_REG)) {
+        return;
+    }
+
+    req.ep_id        = ucp_ep_remote_id(ep);
+    req.initiator_ep = ucp_ep_local_id(ep);
+    ucs_strncpy_zero(req.component,
+                     ucp_rvma_md_component_name(context, md_index),
+                     sizeof(req.component));
+    status = ucp_rvma_ctl_send(rw, ep, UCP_RVMA_AM_LEASE_REQ, &req,
+                               sizeof(req), NULL, 0);
+    if (status != UCS_OK) {
+        ucs_debug("ep %p: RVMA lease request failed: %s", ep,
+                  ucs_status_string(status));
+        return;
+    }
+
+    lease->state = UCP_RVMA_LEASE_REQUESTED;
+    ucs_debug("ep %p: RVMA ring requested", ep);
+}
+
+static ucs_status_t ucp_rvma_lease_setup(ucp_rvma_lease_t *lease,
+                                         const ucp_rvma_lease_hdr_t *hdr,
+                                         const void *rkey_buf)
+{
+    ucs_status_t status;
+
+    if ((hdr->ring_size > UCP_RVMA_RING_MAX_SIZE) ||
+        (hdr->ring_size < (4 * UCP_RVMA_RING_ALIGN)) ||
+        ((hdr->ring_size % UCP_RVMA_RING_ALIGN) != 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_rkey_unpack(lease->component, rkey_buf, &lease->rkey);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = ucs_posix_memalign(&lease->staging, ucs_get_page_size(),
+                                hdr->ring_size, "rvma_lease_staging");
+    if (status != UCS_OK) {
+        goto err_rkey;
+    }
+
+    status = uct_md_mem_reg(lease->md, lease->staging, hdr->ring_size,
+                            UCT_MD_MEM_ACCESS_LOCAL_READ, &lease->memh);
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    lease->raddr   = hdr->ring_addr;
+    lease->size    = hdr->ring_size;
+    lease->ring_id = hdr->ring_id;
+    lease->state   = UCP_RVMA_LEASE_READY;
+    return UCS_OK;
+
+err_free:
+    ucs_free(lease->staging);
+err_rkey:
+    uct_rkey_release(lease->component, &lease->rkey);
+    return status;
+}
+
+static ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
+                                           size_t header_length, void *data,
+                                           size_t length,
+                                           const ucp_am_recv_param_t *param)
+{
+    ucp_rvma_worker_t *rw           = arg;
+    const ucp_rvma_lease_hdr_t *hdr = header;
+    ucp_rvma_lease_t *lease;
+    ucs_status_t status;
+    ucp_ep_h ep;
+
+    if (header_length != sizeof(*hdr)) {
+        ucs_error("worker %p: malformed RVMA lease (header %zu bytes) dropped",
+                  rw->worker, header_length);
+        return UCS_OK;
+    }
+
+    if ((ucp_worker_get_ep_by_id(rw->worker, hdr->initiator_ep, &ep) !=
+         UCS_OK) ||
+        ((lease = ucp_rvma_lease_find(rw, ep)) == NULL) ||
+        (lease->state != UCP_RVMA_LEASE_REQUESTED)) {
+        ucs_debug("worker %p: RVMA lease for no request dropped", rw->worker);
+        return UCS_OK;
+    }
+
+    if (hdr->ring_id >= UCP_RVMA_MAX_RINGS) {
+        ucs_debug("ep %p: RVMA ring refused by the target", ep);
+        lease->state = UCP_RVMA_LEASE_REFUSED;
+        return UCS_OK;
+    }
+
+    status = ucp_rvma_lease_setup(lease, hdr, data);
+    if (status != UCS_OK) {
+        /* the target keeps an unused ring until the endpoint goes */
+        ucs_debug("ep %p: RVMA ring not usable: %s", ep,
+                  ucs_status_string(status));
+        lease->state = UCP_RVMA_LEASE_REFUSED;
+        return UCS_OK;
+    }
+
+    ucs_debug("ep %p: RVMA ring %u of %zu bytes at 0x%" PRIx64 " leased", ep,
+              lease->ring_id, lease->size, lease->raddr);
+    return UCS_OK;
+}
+
+static ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
+                                         size_t header_length, void *data,
+                                         size_t length,
+                                         const ucp_am_recv_param_t *param)
+{
+    ucp_rvma_worker_t *rw         = arg;
+    const ucp_rvma_ack_hdr_t *ack = header;
+    uint64_t req_id[UCP_RVMA_LEASE_INFLIGHT];
+    ucs_status_t status[UCP_RVMA_LEASE_INFLIGHT];
+    unsigned i, count, e;
+    ucp_rvma_lease_t *lease;
+    ucp_ep_h ep;
+
+    if ((header_length < ucs_offsetof(ucp_rvma_ack_hdr_t, err)) ||
+        (ack->n_err > UCP_RVMA_ACK_MAX_ERR) ||
+        (header_length != (ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
+                           (ack->n_err * sizeof(ack->err[0]))))) {
+        ucs_error("worker %p: malformed RVMA ack (header %zu bytes) dropped",
+                  rw->worker, header_length);
+        return UCS_OK;
+    }
+
+    if ((ucp_worker_get_ep_by_id(rw->worker, ack->initiator_ep, &ep) !=
+         UCS_OK) ||
+        ((lease = ucp_rvma_lease_find(rw, ep)) == NULL) ||
+        (lease->state != UCP_RVMA_LEASE_READY)) {
+        ucs_debug("worker %p: RVMA ack for no lease dropped", rw->worker);
+        return UCS_OK;
+    }
+
+    count = ack->seq - lease->acked_seq;
+    if ((count > (uint32_t)(lease->seq - lease->acked_seq)) ||
+        (ack->cons < lease->tail) || (ack->cons > lease->head)) {
+        ucs_error("ep %p: RVMA ack of record %u, ring %" PRIu64 " is out of "
+                  "range (records %u..%u, ring %" PRIu64 "..%" PRIu64 "), "
+                  "dropped", ep, ack->seq, ack->cons, lease->acked_seq,
+                  lease->seq, lease->tail, lease->head);
+        return UCS_OK;
+    }
+
+    /* take everything from the lease first: a completion callback may put
+     * again, or close the endpoint and so free the lease */
+    for (i = 0, e = 0; i < count; ++i) {
+        req_id[i] = lease->req_id[(lease->acked_seq + i) %
+                                  UCP_RVMA_LEASE_INFLIGHT];
+        status[i] = UCS_OK;
+        if ((e < ack->n_err) &&
+            (ack->err[e].seq == (uint32_t)(lease->acked_seq + i))) {
+            status[i] = (ucs_status_t)ack->err[e++].status;
+        }
+    }
+    lease->acked_seq = ack->seq;
+    lease->tail      = ack->cons;
+
+    for (i = 0; i < count; ++i) {
+        ucp_rvma_put_event(rw->worker, req_id[i], status[i], 0);
+    }
+    return UCS_OK;
+}
+
+ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                               uint64_t req_id, uint64_t vaddr,
+                               uint64_t offset, const void *buffer,
+                               size_t length)
+{
+    ucp_rvma_lease_t *lease;
+    ucp_rvma_rec_hdr_t *rec;
+    size_t rec_size, pos;
+    ucs_status_t status;
+    uint32_t notify;
+    uct_iov_t iov;
+    uint64_t head;
+
+    if (!rw->fast || (length > rw->fast_max) ||
+        (ep->flags & UCP_EP_FLAG_FAILED)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    lease = ucp_rvma_lease_find(rw, ep);
+    if (ucs_unlikely(lease == NULL)) {
+        ucp_rvma_lease_request(rw, ep);
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    if ((lease->state != UCP_RVMA_LEASE_READY) ||
+        (lease->uct_ep != ucp_ep_get_am_uct_ep(ep))) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    rec_size = ucs_align_up_pow2(sizeof(*rec) + length, UCP_RVMA_RING_ALIGN);
+    if (rec_size > (lease->size / 2)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    head = lease->head;
+    pos  = head % lease->size;
+    if ((pos + rec_size) > lease->size) {
+        head += lease->size - pos; /* skip to the start */
+        pos   = 0;
+    }
+
+    if (((head + rec_size - lease->tail) > lease->size) ||
+        ((uint32_t)(lease->seq - lease->acked_seq) >=
+         UCP_RVMA_LEASE_INFLIGHT)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    rec         = UCS_PTR_BYTE_OFFSET(lease->staging, pos);
+    rec->vaddr  = vaddr;
+    rec->offset = offset;
+    rec->length = length;
+    rec->seq    = lease->seq;
+    memcpy(rec + 1, buffer, length);
+
+    iov.buffer = rec;
+    iov.length = sizeof(*rec) + length;
+    iov.memh   = lease->memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    notify     = ((uint32_t)lease->ring_id << UCP_RVMA_RING_POS_BITS) |
+                 (pos / UCP_RVMA_RING_ALIGN);
+    status     = uct_ep_put_notify_zcopy(lease->uct_ep, &iov, 1,
+                                         lease->raddr + pos,
+                                         lease->rkey.rkey,
+                                         UCP_AM_ID_RVMA_NOTIFY, notify, NULL);
+    if (UCS_STATUS_IS_ERR(status)) {
+        return status;
+    }
+
+    /* the staging copy is what the network reads: the caller's buffer is
+     * free now, and the ring space comes back with the ack */
+    lease->req_id[lease->seq % UCP_RVMA_LEASE_INFLIGHT] = req_id;
+    ++lease->seq;
+    ++lease->puts;
+    lease->head = head + rec_size;
+    ucs_trace_req("ep %p: RVMA put %u of %zu bytes to 0x%" PRIx64 "+%" PRIu64
+                  " in ring %u at %zu", ep, rec->seq, length, vaddr, offset,
+                  lease->ring_id, pos);
+    return UCS_OK;
+}
+
+
+ucs_status_t ucp_rvma_ep_query(ucp_ep_h ep, ucp_rvma_ep_attr_t *attr)
+{
+    ucp_worker_h worker     = ep->worker;
+    ucp_rvma_lease_t *lease = NULL;
+
+    UCP_WORKER_THREAD_CS_ENTER_CONDITIONAL(worker);
+    if (worker->rvma != NULL) {
+        lease = ucp_rvma_lease_find(worker->rvma, ep);
+    }
+
+    if (attr->field_mask & UCP_RVMA_EP_ATTR_FIELD_FAST) {
+        attr->fast = (lease != NULL) &&
+                     (lease->state == UCP_RVMA_LEASE_READY);
+    }
+    if (attr->field_mask & UCP_RVMA_EP_ATTR_FIELD_FAST_PUTS) {
+        attr->fast_puts = (lease != NULL) ? lease->puts : 0;
+    }
+    UCP_WORKER_THREAD_CS_EXIT_CONDITIONAL(worker);
+    return UCS_OK;
+}
+
+
+/* ---- life cycle --------------------------------------------------------- */
+
+ucs_status_t ucp_rvma_fast_init(ucp_rvma_worker_t *rw)
+{
+    static const struct {
+        unsigned               id;
+        ucp_am_recv_callback_t cb;
+    } handlers[] = {
+        {UCP_RVMA_AM_LEASE_REQ, ucp_rvma_lease_req_handler},
+        {UCP_RVMA_AM_LEASE, ucp_rvma_lease_handler},
+        {UCP_RVMA_AM_ACK, ucp_rvma_ack_handler}
+    };
+    ucs_status_t status;
+    unsigned i;
+
+    kh_init_inplace(ucp_rvma_lease, &rw->leases);
+    ucs_list_head_init(&rw->ack_list);
+    rw->ack_cb_id = UCS_CALLBACKQ_ID_NULL;
+
+    for (i = 0; i < ucs_static_array_size(handlers); ++i) {
+        status = ucp_rvma_worker_set_handler(rw, handlers[i].id,
+                                             handlers[i].cb);
+        if (status != UCS_OK) {
+            kh_destroy_inplace(ucp_rvma_lease, &rw->leases);
+            return status;
+        }
+    }
+
+    return UCS_OK;
+}
+
+void ucp_rvma_fast_cleanup(ucp_rvma_worker_t *rw)
+{
+    ucp_rvma_lease_t *lease;
+    unsigned id;
+
+    uct_worker_progress_unregister_safe(rw->worker->uct, &rw->ack_cb_id);
+    for (id = 0; id < UCP_RVMA_MAX_RINGS; ++id) {
+        if (rw->rings[id] != NULL) {
+            ucp_rvma_ring_destroy(rw->rings[id]);
+        }
+    }
+
+    kh_foreach_value(&rw->leases, lease, {
+        ucp_rvma_lease_free(lease);
+    })
+    kh_destroy_inplace(ucp_rvma_lease, &rw->leases);
+}
+
+void ucp_rvma_ep_cleanup(ucp_ep_h ep)
+{
+    ucp_rvma_worker_t *rw = ep->worker->rvma;
+    khiter_t iter;
+    unsigned id;
+
+    if (rw == NULL) {
+        return;
+    }
+
+    iter = kh_get(ucp_rvma_lease, &rw->leases, (uintptr_t)ep);
+    if (iter != kh_end(&rw->leases)) {
+        ucp_rvma_lease_free(kh_value(&rw->leases, iter));
+        kh_del(ucp_rvma_lease, &rw->leases, iter);
+    }
+
+    /* the connection is gone: nothing more can land in its ring */
+    for (id = 0; id < UCP_RVMA_MAX_RINGS; ++id) {
+        if ((rw->rings[id] != NULL) && (rw->rings[id]->ep == ep)) {
+            ucp_rvma_ring_destroy(rw->rings[id]);
+        }
+    }
+}
+
+UCP_DEFINE_AM(UCP_FEATURE_AM, UCP_AM_ID_RVMA_NOTIFY, ucp_rvma_notify_handler,
+              NULL, 0);

@@ -5,7 +5,10 @@
 #   rvma  - ucp_rvma_put_nbx() and the target's completion pointer,
 #   flush - put + flush + tag send (what InfiniBand needs to signal a put),
 #   poll  - put whose last byte the target polls;
-# and the message rate of 1 and 4 initiators into one window. RUNS runs
+# and the message rate of 1 and 4 initiators into one window. Each run goes
+# twice, with the hcr fast path (UCX_HCR_RVMA_FAST=y, the default: one
+# write-with-immediate per put up to UCX_HCR_RVMA_FAST_MAX) and without it
+# (=n: the active message path every transport has). RUNS runs
 # (default 5); the table shows medians and the ratios the issue's goals
 # name. Writes bench/results/rvma-lat.txt. Extra environment (e.g. UCX_TLS=tcp
 # or SOFTVERBS_LINK_GBPS=25) is passed through.
@@ -27,8 +30,12 @@ r=1
 tries=0
 while [ "$r" -le "$RUNS" ]; do
     # shellcheck disable=SC2086
-    if env $env_run timeout 300 "$tmp/rvma-lat" -n 1000 -m 20000 -p 4 \
-           > "$tmp/run.$r" && [ "$(grep -c '^rate' "$tmp/run.$r")" = 2 ]; then
+    if env $env_run UCX_HCR_RVMA_FAST=y timeout 300 "$tmp/rvma-lat" \
+           -n 1000 -m 20000 -p 4 > "$tmp/run.$r" &&
+       [ "$(grep -c '^rate' "$tmp/run.$r")" = 2 ] &&
+       env $env_run UCX_HCR_RVMA_FAST=n timeout 300 "$tmp/rvma-lat" \
+           -n 1000 -m 20000 -p 4 > "$tmp/am.$r" &&
+       [ "$(grep -c '^rate' "$tmp/am.$r")" = 2 ]; then
         r=$((r + 1))
     else
         tries=$((tries + 1))
@@ -40,23 +47,31 @@ done
 python3 - "$tmp" "$RUNS" "${UCX_TLS:-hcr}" > "$out/rvma-lat.txt" <<'PY'
 import sys, statistics
 tmp, runs, tls = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-lat, rate = {}, {}
-for r in range(1, runs + 1):
-    for line in open(f"{tmp}/run.{r}"):
+lat, rate, lat_am, rate_am = {}, {}, {}, {}
+def parse(path, lat, rate):
+    for line in open(path):
         f = line.split()
         if f[0] == "lat":
             lat.setdefault(int(f[1]), []).append([float(x) for x in f[2:5]])
         elif f[0] == "rate":
             rate.setdefault(int(f[1]), []).append(float(f[2]))
+for r in range(1, runs + 1):
+    parse(f"{tmp}/run.{r}", lat, rate)
+    parse(f"{tmp}/am.{r}", lat_am, rate_am)
 med = {s: [statistics.median(v[i] for v in vals) for i in range(3)]
        for s, vals in lat.items()}
+med_am = {s: statistics.median(v[0] for v in vals)
+          for s, vals in lat_am.items()}
 print(f"# UCX_TLS={tls}: time until the target knows the data is there, us,"
       f" median of {runs} runs (each the median of 1000 ping-pongs)")
-print("%-7s %8s %8s %8s %10s %10s" % ("size", "rvma", "flush", "poll",
-                                      "rvma/flush", "rvma/poll"))
+print("# rvma: fast path on (hcr: write-with-immediate up to FAST_MAX);"
+      " rvma-am: UCX_HCR_RVMA_FAST=n")
+print("%-7s %8s %8s %8s %8s %10s %10s" % ("size", "rvma", "rvma-am", "flush",
+                                          "poll", "rvma/flush", "rvma/poll"))
 for s in sorted(med):
     a, b, c = med[s]
-    print("%-7d %8.2f %8.2f %8.2f %10.2f %10.2f" % (s, a, b, c, a / b, a / c))
+    print("%-7d %8.2f %8.2f %8.2f %8.2f %10.2f %10.2f" %
+          (s, a, med_am[s], b, c, a / b, a / c))
 small = [s for s in med if s <= 4096]
 print()
 print("rvma / flush, 8 B..4 KiB: max %.2f (goal <= 0.60)" %
@@ -65,6 +80,7 @@ print("rvma / poll, 8 B..64 KiB: max %.2f (goal <= 1.15)" %
       max(med[s][0] / med[s][2] for s in med))
 for p in sorted(rate):
     print("message rate, %d initiator(s) into one window, 8 B puts: "
-          "%.0f puts/s (median)" % (p, statistics.median(rate[p])))
+          "%.0f puts/s fast path, %.0f active messages (medians)" %
+          (p, statistics.median(rate[p]), statistics.median(rate_am[p])))
 PY
 cat "$out/rvma-lat.txt"

@@ -423,8 +423,12 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
 
     status = ucp_rvma_target_place(rw, rec->vaddr, rec->offset, rec + 1,
                                    rec->length);
-    if (status != UCS_OK) {
-        ucs_assert(ring->n_err < UCP_RVMA_ACK_MAX_ERR);
+    if ((status != UCS_OK) && (ring->n_err == UCP_RVMA_ACK_MAX_ERR) &&
+        (ucp_rvma_ring_ack(ring) != UCS_OK)) {
+        /* no memory for an ack: the initiator sees this put succeed */
+        ucs_error("worker %p: RVMA ring %u: verdict %s of record %u lost",
+                  worker, id, ucs_status_string(status), ring->seq);
+    } else if (status != UCS_OK) {
         ring->err[ring->n_err].seq    = ring->seq;
         ring->err[ring->n_err].status = status;
         ++ring->n_err;

@@ -20,6 +20,7 @@ typedef struct {
     uint64_t sent[4];     /* auto (unused), bcopy, sppln, zcopy */
     uint64_t received[4];
     uint64_t reg_fallback;
+    uint64_t async_copies;
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -55,6 +56,7 @@ typedef struct {
     const char *path;
     const char *tls;
     size_t     max_size;
+    int        copy_async; /* stage with the copy engine's helper thread */
 } sppln_arg_t;
 
 static const size_t sppln_sizes[] = {
@@ -77,6 +79,10 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
     char go;
 
     sppln_env(arg->path, arg->tls);
+    if (arg->copy_async) {
+        setenv("UCX_HCR_SPPLN_COPY_ASYNC", "y", 1);
+        setenv("UCX_HCR_COPY_ENGINE", "thread", 1);
+    }
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -134,6 +140,14 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
            (unsigned long long)st->sent[SP_ZCOPY],
            (unsigned long long)st->received[SP_BCOPY],
            (unsigned long long)st->received[SP_SPPLN]);
+    if (arg->copy_async) {
+        /* several chunks per message: the engine staged some of them */
+        th_log("rank %d: %llu chunks staged by the copy engine", rank,
+               (unsigned long long)st->async_copies);
+        TH_ASSERT(st->async_copies > 0);
+    } else {
+        TH_ASSERT_EQ(st->async_copies, 0);
+    }
     if (!strcmp(arg->path, "auto")) {
         TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] +
                      st->sent[SP_ZCOPY], n_sent);
@@ -154,7 +168,7 @@ static void sppln_run(th_proc_fn_t fn, sppln_arg_t *arg)
 #define SPPLN_PATH_TEST(_path, _max) \
     TH_TEST_TIMEOUT(sppln, integrity_##_path, 300) \
     { \
-        sppln_arg_t arg = {#_path, "hcr", _max}; \
+        sppln_arg_t arg = {#_path, "hcr", _max, 0}; \
         sppln_run(sppln_integrity_rank, &arg); \
     }
 
@@ -163,10 +177,18 @@ SPPLN_PATH_TEST(sppln, 64 * SPPLN_MB)
 SPPLN_PATH_TEST(bcopy, 16 * SPPLN_MB)
 SPPLN_PATH_TEST(zcopy, 16 * SPPLN_MB)
 
+/* the sender stages chunks with the copy engine (UCX_HCR_SPPLN_COPY_ASYNC) */
+TH_TEST_TIMEOUT(sppln, integrity_sppln_copy_engine, 300)
+{
+    sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 1};
+
+    sppln_run(sppln_integrity_rank, &arg);
+}
+
 /* rc_verbs has no put-with-notify: each put is followed by an AM */
 TH_TEST_TIMEOUT(sppln, generic_lane_rc_verbs, 300)
 {
-    sppln_arg_t arg = {"sppln", "rc_v", 16 * SPPLN_MB};
+    sppln_arg_t arg = {"sppln", "rc_v", 16 * SPPLN_MB, 0};
 
     sppln_run(sppln_integrity_rank, &arg);
 }

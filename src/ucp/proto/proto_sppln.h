@@ -10,6 +10,7 @@
 #include <ucp/core/ucp_types.h>
 #include <ucp/rndv/proto_rndv.h>
 #include <ucs/calib/calib.h>
+#include <ucs/copy/copy_engine.h>
 #include <ucs/datastruct/queue_types.h>
 
 
@@ -65,6 +66,7 @@ typedef struct {
     unsigned         groups;        /* concurrent transfers per side */
     size_t           c0;            /* first chunk, or auto */
     double           q;             /* growth ratio, or 0 for auto */
+    int              copy_async;    /* sender copies with the copy engine */
 } ucp_sppln_config_t;
 
 
@@ -126,6 +128,7 @@ typedef struct {
     uint64_t sent[UCP_SPPLN_PATH_LAST];
     uint64_t received[UCP_SPPLN_PATH_LAST];
     uint64_t reg_fallback;  /* zcopy wanted, registration failed */
+    uint64_t async_copies;  /* chunks the copy engine staged */
 } ucp_sppln_stats_t;
 
 
@@ -143,6 +146,7 @@ typedef struct ucp_sppln_worker {
     struct ucp_sppln_xfer *rx[UCP_SPPLN_MAX_GROUPS]; /* receive group owners */
     uint64_t           staged[UCP_SPPLN_STAGED_HASH]; /* buffers staged once */
     ucp_sppln_stats_t  stats;
+    ucs_copy_engine_t  *copy_engine; /* UCX_HCR_SPPLN_COPY_ASYNC, or NULL */
 } ucp_sppln_worker_t;
 
 
@@ -159,6 +163,8 @@ typedef struct {
     unsigned              chunk;   /* chunk it holds */
     size_t                filled;  /* sender: bytes held until sent;
                                       receiver: bytes arrived and copied */
+    int                   copying; /* sender: copy engine filling it */
+    ucs_copy_req_t        copy;
 } ucp_sppln_slot_t;
 
 
@@ -202,6 +208,7 @@ typedef struct ucp_sppln_xfer {
     uct_rkey_t          tl_rkey;
     size_t              received;   /* receiver: bytes copied out */
     ucp_sppln_rts_params_t params;  /* receiver: from the RTS */
+    uct_worker_cb_id_t  copy_cb_id; /* sender: watches engine copies */
 } ucp_sppln_xfer_t;
 
 

@@ -88,6 +88,13 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
      "q = copy bandwidth / network bandwidth (at least 1).",
      ucs_offsetof(ucp_sppln_config_t, q), UCS_CONFIG_TYPE_DOUBLE},
 
+    {"COPY_ASYNC", "n",
+     "The sender stages chunks with the asynchronous copy engine\n"
+     "(UCX_HCR_COPY_ENGINE picks its backend) instead of copying them itself,\n"
+     "so that it posts puts and progresses while the next chunks are copied.\n"
+     "The receiver copies out itself.",
+     ucs_offsetof(ucp_sppln_config_t, copy_async), UCS_CONFIG_TYPE_BOOL},
+
     {NULL}
 };
 

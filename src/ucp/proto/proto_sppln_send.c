@@ -91,14 +91,75 @@ static size_t ucp_sppln_rts_pack(void *dest, void *arg)
     return sizeof(*rts) + sizeof(*params);
 }
 
-/* Copy chunks into the local slots that are free */
+/* Has the copy engine finished staging this slot? A finished copy drops
+ * the transfer reference it held (never the last one: the caller holds
+ * another); a failed one fails the send. */
+static int ucp_sppln_copy_test(ucp_sppln_xfer_t *xfer, ucp_sppln_slot_t *slot)
+{
+    ucs_status_t status;
+
+    if (!slot->copying) {
+        return 1;
+    }
+
+    status = ucs_copy_req_test(&slot->copy);
+    if (status == UCS_INPROGRESS) {
+        return 0;
+    }
+
+    slot->copying = 0;
+    if (status != UCS_OK) {
+        ucs_debug("rndv/sppln req %p: staging chunk %u failed: %s", xfer->req,
+                  slot->chunk, ucs_status_string(status));
+        ucp_sppln_send_done(xfer, status);
+    }
+    ucp_sppln_xfer_put(xfer);
+    return 1;
+}
+
+/* Progress callback while the copy engine stages chunks of a transfer:
+ * a finished copy lets the sender put that chunk */
+static unsigned ucp_sppln_copy_progress(void *arg)
+{
+    ucp_sppln_xfer_t *xfer = arg;
+    unsigned s, copying = 0, done = 0;
+
+    ++xfer->refcount; /* the copies' references may all go below */
+    for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
+        if (!xfer->slot[s].copying) {
+            continue;
+        }
+        if (ucp_sppln_copy_test(xfer, &xfer->slot[s])) {
+            ++done;
+        } else {
+            ++copying;
+        }
+    }
+
+    if (copying == 0) {
+        uct_worker_progress_unregister_safe(xfer->worker->uct,
+                                            &xfer->copy_cb_id);
+    }
+    if (done > 0) {
+        ucp_sppln_kick(xfer);
+    }
+    ucp_sppln_xfer_put(xfer);
+    return done;
+}
+
+/* Copy chunks into the local slots that are free: by this thread, or posted
+ * to the copy engine (UCX_HCR_SPPLN_COPY_ASYNC), which a full engine turns
+ * back into a copy by this thread */
 static void ucp_sppln_copy_ahead(ucp_sppln_xfer_t *xfer)
 {
     ucp_sppln_worker_t *sw = xfer->worker->sppln;
     const void *buffer     = xfer->req->send.state.dt_iter.type.contig.buffer;
     ucp_sppln_slot_t *slot;
+    ucs_status_t status;
+    const void *src;
     size_t offset;
     unsigned s;
+    void *dst;
 
     while (xfer->next_copy < xfer->sched.n_chunks) {
         s    = xfer->next_copy % UCP_SPPLN_NUM_SLOTS;
@@ -107,13 +168,32 @@ static void ucp_sppln_copy_ahead(ucp_sppln_xfer_t *xfer)
             break; /* still holds a chunk being sent */
         }
 
+        ucs_assert(!slot->copying);
         offset       = xfer->sched.offset[xfer->next_copy];
         slot->chunk  = xfer->next_copy;
         slot->filled = xfer->sched.offset[xfer->next_copy + 1] - offset;
-        ucs_memcpy_relaxed(ucp_sppln_slot_ptr(sw, UCP_SPPLN_SIDE_SEND,
-                                              xfer->group, s),
-                           UCS_PTR_BYTE_OFFSET(buffer, offset), slot->filled);
+        dst          = ucp_sppln_slot_ptr(sw, UCP_SPPLN_SIDE_SEND, xfer->group,
+                                          s);
+        src          = UCS_PTR_BYTE_OFFSET(buffer, offset);
         ++xfer->next_copy;
+
+        if (sw->copy_engine != NULL) {
+            status = ucs_copy_engine_post(sw->copy_engine, dst, src,
+                                          slot->filled, &slot->copy);
+            if (status == UCS_INPROGRESS) {
+                slot->copying = 1;
+                ++xfer->refcount;
+                ++sw->stats.async_copies;
+                uct_worker_progress_register_safe(xfer->worker->uct,
+                                                  ucp_sppln_copy_progress,
+                                                  xfer, 0, &xfer->copy_cb_id);
+                continue;
+            } else if (status == UCS_OK) {
+                continue; /* the engine copied it inline */
+            }
+        }
+
+        ucs_memcpy_relaxed(dst, src, slot->filled);
     }
 }
 
@@ -262,6 +342,7 @@ static ucs_status_t ucp_sppln_xfer_create(ucp_request_t *req,
     xfer->refcount = 1;
     xfer->am_lane  = spriv->rts.lane;
     xfer->rma_lane = spriv->rma_lane;
+    xfer->copy_cb_id = UCS_CALLBACKQ_ID_NULL;
     for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
         xfer->slot[s].xfer      = xfer;
         xfer->slot[s].comp.func = ucp_sppln_slot_completed;
@@ -332,7 +413,7 @@ ucs_status_t ucp_sppln_send_progress(uct_pending_req_t *self)
     const ucp_sppln_priv_t *spriv;
     ucp_sppln_xfer_t *xfer;
     ucs_status_t status;
-    int group;
+    int group, staged, failed;
 
     if (!(req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED)) {
         status = ucp_sppln_request_init(req);
@@ -383,6 +464,19 @@ ucs_status_t ucp_sppln_send_progress(uct_pending_req_t *self)
             if (xfer->next_put >= xfer->next_copy) {
                 break; /* local slot still being sent */
             }
+        }
+
+        /* a failed staging copy ends the send, and may free the transfer
+         * when its reference goes: hold one across the test */
+        ++xfer->refcount;
+        staged = ucp_sppln_copy_test(xfer, &xfer->slot[xfer->next_put %
+                                                       UCP_SPPLN_NUM_SLOTS]);
+        failed = !!(xfer->flags & UCP_SPPLN_XFER_FLAG_DONE);
+        ucp_sppln_xfer_put(xfer);
+        if (failed) {
+            return UCS_OK;
+        } else if (!staged) {
+            break; /* still being staged: ucp_sppln_copy_progress() kicks */
         }
 
         status = ucp_sppln_post_chunk(xfer, spriv);

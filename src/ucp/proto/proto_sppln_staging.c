@@ -85,6 +85,16 @@ ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
         goto err;
     }
 
+    if (cfg->copy_async) {
+        /* NULL params: the backend of UCX_HCR_COPY_ENGINE */
+        status = ucs_copy_engine_create(NULL, &sw->copy_engine);
+        if (status != UCS_OK) {
+            ucs_diag("rndv/sppln: no copy engine (%s), the sender copies "
+                     "itself", ucs_status_string(status));
+            sw->copy_engine = NULL;
+        }
+    }
+
     ucs_debug("worker %p: rndv/sppln staging %u groups x %d x %zu bytes, "
               "send %p recv %p", worker, sw->groups, UCP_SPPLN_NUM_SLOTS,
               sw->slot_size, sw->base[0], sw->base[1]);
@@ -112,11 +122,16 @@ void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker)
     }
 
     ucs_debug("worker %p: rndv/sppln sent bcopy %" PRIu64 " sppln %" PRIu64
-              " zcopy %" PRIu64 " (registration fallbacks %" PRIu64 ")",
+              " zcopy %" PRIu64 " (registration fallbacks %" PRIu64 ", "
+              "chunks staged by the copy engine %" PRIu64 ")",
               worker, sw->stats.sent[UCP_SPPLN_PATH_BCOPY],
               sw->stats.sent[UCP_SPPLN_PATH_SPPLN],
-              sw->stats.sent[UCP_SPPLN_PATH_ZCOPY], sw->stats.reg_fallback);
+              sw->stats.sent[UCP_SPPLN_PATH_ZCOPY], sw->stats.reg_fallback,
+              sw->stats.async_copies);
 
+    if (sw->copy_engine != NULL) {
+        ucs_copy_engine_destroy(sw->copy_engine);
+    }
     ucp_rkey_buffer_release(sw->rkey_buf);
     for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
         ucp_mem_unmap(worker->context, sw->memh[side]);

@@ -7,7 +7,9 @@
  *  first - both buffers freshly mapped for every message (never registered,
  *          never touched), median of the messages;
  *  best  - the same buffers reused, fastest message.
- * Prints: size first_MBps best_MBps
+ * Prints: size first_MBps best_MBps cpu_thread_us cpu_process_us
+ * (the last two: CPU time per first send of the sending thread and of the
+ * whole sending process, helper threads included; medians)
  *
  *   sppln-first-send [-n first_iters] [-b best_iters] [-s size]...
  */
@@ -127,6 +129,14 @@ static double one(int sender, void *buf, size_t size)
     return now() - t0;
 }
 
+static double cpu_now(clockid_t clock)
+{
+    struct timespec ts;
+
+    clock_gettime(clock, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double*)a, y = *(const double*)b;
@@ -136,7 +146,7 @@ static int cmp(const void *a, const void *b)
 
 static void run(int sender, size_t size, int n_first, int n_best)
 {
-    double t[256], best = 1e9, first;
+    double t[256], cpu_t[256], cpu_p[256], best = 1e9, first, c_t, c_p;
     void *buf;
     int i;
 
@@ -145,10 +155,16 @@ static void run(int sender, size_t size, int n_first, int n_best)
         if (sender) {
             memset(buf, i, size); /* the application wrote its data */
         }
-        t[i] = one(sender, buf, size);
+        c_t      = cpu_now(CLOCK_THREAD_CPUTIME_ID);
+        c_p      = cpu_now(CLOCK_PROCESS_CPUTIME_ID);
+        t[i]     = one(sender, buf, size);
+        cpu_t[i] = cpu_now(CLOCK_THREAD_CPUTIME_ID) - c_t;
+        cpu_p[i] = cpu_now(CLOCK_PROCESS_CPUTIME_ID) - c_p;
         munmap(buf, size);
     }
     qsort(t, n_first, sizeof(t[0]), cmp);
+    qsort(cpu_t, n_first, sizeof(t[0]), cmp);
+    qsort(cpu_p, n_first, sizeof(t[0]), cmp);
     first = t[n_first / 2];
 
     buf = map(size);
@@ -160,7 +176,9 @@ static void run(int sender, size_t size, int n_first, int n_best)
     munmap(buf, size);
 
     if (sender) {
-        printf("%zu %.1f %.1f\n", size, size / first / 1e6, size / best / 1e6);
+        printf("%zu %.1f %.1f %.1f %.1f\n", size, size / first / 1e6,
+               size / best / 1e6, cpu_t[n_first / 2] * 1e6,
+               cpu_p[n_first / 2] * 1e6);
         fflush(stdout);
     }
 }

@@ -49,7 +49,7 @@ for n in names:
     rows = {}
     for r in range(1, runs + 1):
         for line in open(f"{tmp}/{n}.{r}"):
-            s, f, b = line.split()
+            s, f, b = line.split()[:3]
             rows.setdefault(int(s), ([], []))
             rows[int(s)][0].append(float(f)); rows[int(s)][1].append(float(b))
     data[n] = {s: (statistics.median(v[0]), statistics.median(v[1]))

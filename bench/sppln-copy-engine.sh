@@ -1,0 +1,70 @@
+#!/bin/bash
+# The superpipeline with and without the asynchronous copy engine (issue 8),
+# side by side in one run, on UCX_TLS=hcr over softverbs with the path forced
+# to the superpipeline (bench/sppln-first-send.c): first-send bandwidth
+# (buffers never used before) at 1 MiB and 8 MiB, and the CPU time per
+# message of the sending thread and of the whole sending process (the copy
+# engine's helper thread included). Configurations:
+#   cpu     - the sender copies chunks into its staging slots itself;
+#   thread  - UCX_HCR_SPPLN_COPY_ASYNC=y, UCX_HCR_COPY_ENGINE=thread;
+#   memcpy  - the engine's synchronous backend (the engine's own overhead).
+# RUNS runs (default 5), interleaved; the table shows medians. Writes
+# bench/results/sppln-copy-engine.txt. Extra environment is passed through.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+RUNS=${RUNS:-5}
+out=$bench_top/bench/results
+mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+have_softverbs || { echo "softverbs not installed: run make install" >&2; exit 1; }
+gcc -O2 -Wall -o "$tmp/sfs" "$bench_top/bench/sppln-first-send.c" \
+    -I"$UCX_HCR_PREFIX/include" -L"$UCX_HCR_PREFIX/lib" \
+    -Wl,-rpath,"$UCX_HCR_PREFIX/lib" -lucp -lucs
+
+declare -A cfg=(
+    [cpu]="UCX_HCR_SPPLN_COPY_ASYNC=n"
+    [thread]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_HCR_COPY_ENGINE=thread"
+    [memcpy]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_HCR_COPY_ENGINE=memcpy"
+)
+names="cpu thread memcpy"
+base="$(softverbs_env) UCX_WARN_UNUSED_ENV_VARS=n UCX_TLS=hcr"
+base="$base UCX_HCR_SPPLN_PATH=sppln"
+
+for r in $(seq "$RUNS"); do
+    for n in $names; do
+        # shellcheck disable=SC2086
+        env $base ${cfg[$n]} timeout 300 "$tmp/sfs" -n 9 -b 3 \
+            -s 1048576 -s 8388608 > "$tmp/$n.$r" ||
+            { echo "$n run $r failed" >&2; exit 1; }
+    done
+done
+
+python3 - "$tmp" "$RUNS" $names > "$out/sppln-copy-engine.txt" <<'PY'
+import sys, statistics
+tmp, runs, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+data = {}
+for n in names:
+    rows = {}
+    for r in range(1, runs + 1):
+        for line in open(f"{tmp}/{n}.{r}"):
+            f = line.split()
+            rows.setdefault(int(f[0]), []).append([float(x) for x in f[1:]])
+    data[n] = {s: [statistics.median(v[i] for v in vals) for i in range(4)]
+               for s, vals in rows.items()}
+print("# UCX_TLS=hcr, UCX_HCR_SPPLN_PATH=sppln; medians of %d runs; first send"
+      " = buffers never used before" % runs)
+print("%-8s %-7s %12s %12s %14s %15s" % ("size", "copy", "first MB/s",
+      "best MB/s", "thread CPU us", "process CPU us"))
+for s in sorted(data[names[0]]):
+    for n in names:
+        f, b, ct, cp = data[n][s]
+        print("%-8d %-7s %12.0f %12.0f %14.0f %15.0f" % (s, n, f, b, ct, cp))
+print()
+for s in sorted(data[names[0]]):
+    c, t = data["cpu"][s], data["thread"][s]
+    print("%d B: first send thread/cpu %.2f, sending thread CPU thread/cpu "
+          "%.2f" % (s, t[0] / c[0], t[2] / c[2]))
+PY
+cat "$out/sppln-copy-engine.txt"

@@ -75,3 +75,21 @@ median() {
         if (NR == 0) { print "nan"; exit }
         if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+
+# bench_prepare: the start every bench/ script that runs a program of its own
+# shares: softverbs installed, results in $out, a scratch folder $tmp that is
+# removed on exit.
+bench_prepare() {
+    have_softverbs || { echo "softverbs not installed: run make install" >&2; exit 1; }
+    out=$bench_top/bench/results
+    mkdir -p "$out"
+    tmp=$(mktemp -d)
+    # shellcheck disable=SC2064
+    trap "rm -rf '$tmp'" EXIT
+}
+
+# bench_cc_ucp OUT SRC: build a bench program against the installed UCX
+bench_cc_ucp() {
+    gcc -O2 -Wall -o "$1" "$2" -I"$UCX_HCR_PREFIX/include" \
+        -L"$UCX_HCR_PREFIX/lib" -Wl,-rpath,"$UCX_HCR_PREFIX/lib" -lucp -lucs
+}

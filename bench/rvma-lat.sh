@@ -15,15 +15,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 RUNS=${RUNS:-5}
-out=$bench_top/bench/results
-mkdir -p "$out"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-have_softverbs || { echo "softverbs not installed: run make install" >&2; exit 1; }
-gcc -O2 -Wall -o "$tmp/rvma-lat" "$bench_top/bench/rvma-lat.c" \
-    -I"$UCX_HCR_PREFIX/include" -L"$UCX_HCR_PREFIX/lib" \
-    -Wl,-rpath,"$UCX_HCR_PREFIX/lib" -lucp -lucs
+bench_prepare
+bench_cc_ucp "$tmp/rvma-lat" "$bench_top/bench/rvma-lat.c"
 
 env_run="$(softverbs_env) UCX_WARN_UNUSED_ENV_VARS=n UCX_TLS=${UCX_TLS:-hcr}"
 r=1

@@ -11,15 +11,8 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 RUNS=${RUNS:-3}
-out=$bench_top/bench/results
-mkdir -p "$out"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-have_softverbs || { echo "softverbs not installed: run make install" >&2; exit 1; }
-gcc -O2 -Wall -o "$tmp/sfs" "$bench_top/bench/sppln-first-send.c" \
-    -I"$UCX_HCR_PREFIX/include" -L"$UCX_HCR_PREFIX/lib" \
-    -Wl,-rpath,"$UCX_HCR_PREFIX/lib" -lucp -lucs
+bench_prepare
+bench_cc_ucp "$tmp/sfs" "$bench_top/bench/sppln-first-send.c"
 
 declare -A cfg=(
     [hcr-auto]="UCX_TLS=hcr"

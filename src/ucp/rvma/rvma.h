@@ -214,8 +214,8 @@ typedef union ucp_rvma_msg {
         const void         *buffer;
         size_t             length;
     } put;                        /* initiator: the put's active message */
-    ucp_rvma_reply_hdr_t   reply; /* target: a reply being sent */
-    uint8_t                ctl[UCP_RVMA_CTL_MAX]; /* fast path control */
+    uint8_t                ctl[UCP_RVMA_CTL_MAX]; /* a reply, lease or ack
+                                                     being sent */
     struct {
         ucp_rvma_win_h     win;
         ucp_rvma_buf_t     *buf;
@@ -234,6 +234,11 @@ void ucp_rvma_worker_cleanup(ucp_worker_h worker);
 
 ucs_status_t ucp_rvma_worker_set_handler(ucp_rvma_worker_t *rw, unsigned id,
                                          ucp_am_recv_callback_t cb);
+
+ucs_status_t ucp_rvma_worker_send_ctl(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                                      unsigned id, const void *header,
+                                      size_t header_length, const void *data,
+                                      size_t length);
 
 ucp_rvma_win_h ucp_rvma_worker_find_win(ucp_rvma_worker_t *rw, uint64_t vaddr);
 

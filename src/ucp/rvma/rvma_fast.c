@@ -106,48 +106,6 @@ struct ucp_rvma_ring {
 };
 
 
-static void ucp_rvma_ctl_sent(void *request, ucs_status_t status,
-                              void *user_data)
-{
-    ucs_mpool_put(user_data);
-    ucp_request_free(request);
-}
-
-/* A control message of the fast path: header and data are copied into a
- * message of the pool, which outlives the send */
-static ucs_status_t ucp_rvma_ctl_send(ucp_rvma_worker_t *rw, ucp_ep_h ep,
-                                      unsigned id, const void *header,
-                                      size_t header_length, const void *data,
-                                      size_t length)
-{
-    ucp_request_param_t param;
-    ucs_status_ptr_t sreq;
-    ucp_rvma_msg_t *msg;
-
-    ucs_assert((header_length + length) <= sizeof(msg->ctl));
-    msg = ucs_mpool_get(&rw->msg_mp);
-    if (msg == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    memcpy(msg->ctl, header, header_length);
-    memcpy(msg->ctl + header_length, data, length);
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags        = UCP_AM_SEND_FLAG_EAGER;
-    param.cb.send      = ucp_rvma_ctl_sent;
-    param.user_data    = msg;
-    sreq = ucp_am_send_nbx(ep, rw->am_id + id, msg->ctl, header_length,
-                           msg->ctl + header_length, length, &param);
-    if (UCS_PTR_IS_PTR(sreq)) {
-        return UCS_OK; /* ucp_rvma_ctl_sent() releases both */
-    }
-
-    ucs_mpool_put(msg);
-    return UCS_PTR_STATUS(sreq);
-}
-
 static const char *ucp_rvma_md_component_name(ucp_context_h context,
                                               ucp_md_index_t md_index)
 {
@@ -290,8 +248,8 @@ static ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
                   ucs_status_string(status));
     }
 
-    status = ucp_rvma_ctl_send(rw, ep, UCP_RVMA_AM_LEASE, &lease,
-                               sizeof(lease), rkey_buf, rkey_size);
+    status = ucp_rvma_worker_send_ctl(rw, ep, UCP_RVMA_AM_LEASE, &lease,
+                                      sizeof(lease), rkey_buf, rkey_size);
     if ((status != UCS_OK) && (ring != NULL)) {
         ucs_debug("worker %p: RVMA lease reply to ep %p failed: %s",
                   rw->worker, ep, ucs_status_string(status));
@@ -311,10 +269,11 @@ static ucs_status_t ucp_rvma_ring_ack(ucp_rvma_ring_t *ring)
     ack.seq          = ring->seq;
     ack.n_err        = ring->n_err;
     memcpy(ack.err, ring->err, ring->n_err * sizeof(ring->err[0]));
-    status = ucp_rvma_ctl_send(ring->rw, ring->ep, UCP_RVMA_AM_ACK, &ack,
-                               ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
-                               (ring->n_err * sizeof(ring->err[0])),
-                               NULL, 0);
+    status = ucp_rvma_worker_send_ctl(ring->rw, ring->ep, UCP_RVMA_AM_ACK,
+                                      &ack,
+                                      ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
+                                      (ring->n_err * sizeof(ring->err[0])),
+                                      NULL, 0);
     if (status == UCS_ERR_NO_MEMORY) {
         return status;
     } else if (status != UCS_OK) {
@@ -502,8 +461,8 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
     ucs_strncpy_zero(req.component,
                      ucp_rvma_md_component_name(context, md_index),
                      sizeof(req.component));
-    status = ucp_rvma_ctl_send(rw, ep, UCP_RVMA_AM_LEASE_REQ, &req,
-                               sizeof(req), NULL, 0);
+    status = ucp_rvma_worker_send_ctl(rw, ep, UCP_RVMA_AM_LEASE_REQ, &req,
+                                      sizeof(req), NULL, 0);
     if (status != UCS_OK) {
         ucs_debug("ep %p: RVMA lease request failed: %s", ep,
                   ucs_status_string(status));

@@ -24,12 +24,13 @@
  * one write-with-immediate, the request completes with the target's ack).
  * Otherwise it sends one active message, and the request completes after two
  * events: the active message's local completion (the buffer may be reused)
- * and the target's reply (accepted or refused). The request is found again by its UCP request id, which also
- * puts it on the endpoint's list of tracked requests: when the endpoint
- * fails, UCP purges it through ucp_rvma_put_abort(), so a dead peer
- * completes it with an error instead of leaving it pending.
+ * and the target's reply (accepted or refused). The request is found again
+ * by its UCP request id, which also puts it on the endpoint's list of
+ * tracked requests: when the endpoint fails, UCP purges it through
+ * ucp_rvma_put_abort(), so a dead peer completes it with an error instead of
+ * leaving it pending.
  *
- * The request's send.state.uct_comp counts the two events and holds the
+ * The request's send.state.uct_comp counts the events and holds the
  * first error.
  *
  * The header names the target's endpoint to the initiator, for the reply.

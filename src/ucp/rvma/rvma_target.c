@@ -25,46 +25,21 @@
  * batches instead.
  */
 
-static void ucp_rvma_reply_sent(void *request, ucs_status_t status,
-                                void *user_data)
-{
-    ucs_mpool_put(user_data);
-    ucp_request_free(request);
-}
-
 static void ucp_rvma_target_reply(ucp_rvma_worker_t *rw, ucp_ep_h reply_ep,
                                   uint64_t req_id, ucs_status_t status)
 {
-    ucp_request_param_t param;
-    ucs_status_ptr_t sreq;
-    ucp_rvma_msg_t *msg;
+    ucp_rvma_reply_hdr_t reply;
+    ucs_status_t ret;
 
-    msg = ucs_mpool_get(&rw->msg_mp);
-    if (msg == NULL) {
-        ucs_error("worker %p: no memory for an RVMA reply", rw->worker);
-        return;
-    }
-
-    msg->reply.req_id  = req_id;
-    msg->reply.status  = status;
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                         UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags        = UCP_AM_SEND_FLAG_EAGER;
-    param.cb.send      = ucp_rvma_reply_sent;
-    param.user_data    = msg;
-    sreq = ucp_am_send_nbx(reply_ep, rw->am_id + UCP_RVMA_AM_REPLY,
-                           &msg->reply, sizeof(msg->reply), NULL, 0, &param);
-    if (UCS_PTR_IS_PTR(sreq)) {
-        return; /* ucp_rvma_reply_sent() releases it */
-    }
-
-    if (UCS_PTR_IS_ERR(sreq)) {
-        /* the initiator is gone: nobody waits for the reply */
+    reply.req_id = req_id;
+    reply.status = status;
+    ret = ucp_rvma_worker_send_ctl(rw, reply_ep, UCP_RVMA_AM_REPLY, &reply,
+                                   sizeof(reply), NULL, 0);
+    if (ret != UCS_OK) {
+        /* the initiator is gone, or no memory: nobody gets the reply */
         ucs_debug("worker %p: RVMA reply to ep %p failed: %s", rw->worker,
-                  reply_ep, ucs_status_string(UCS_PTR_STATUS(sreq)));
+                  reply_ep, ucs_status_string(ret));
     }
-    ucs_mpool_put(msg);
 }
 
 static void ucp_rvma_fetch_done(void *request, ucs_status_t status,

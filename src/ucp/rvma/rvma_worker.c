@@ -238,6 +238,50 @@ void ucp_rvma_worker_cleanup(ucp_worker_h worker)
     worker->rvma = NULL;
 }
 
+static void ucp_rvma_ctl_sent(void *request, ucs_status_t status,
+                              void *user_data)
+{
+    ucs_mpool_put(user_data);
+    ucp_request_free(request);
+}
+
+/* A small eager message of RVMA's own (reply, lease, ack): header and data
+ * are copied into a message of the pool, which outlives the send */
+ucs_status_t ucp_rvma_worker_send_ctl(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                                      unsigned id, const void *header,
+                                      size_t header_length, const void *data,
+                                      size_t length)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t sreq;
+    ucp_rvma_msg_t *msg;
+
+    ucs_assert((header_length + length) <= sizeof(msg->ctl));
+    msg = ucs_mpool_get(&rw->msg_mp);
+    if (msg == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memcpy(msg->ctl, header, header_length);
+    if (length > 0) {
+        memcpy(msg->ctl + header_length, data, length);
+    }
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags        = UCP_AM_SEND_FLAG_EAGER;
+    param.cb.send      = ucp_rvma_ctl_sent;
+    param.user_data    = msg;
+    sreq = ucp_am_send_nbx(ep, rw->am_id + id, msg->ctl, header_length,
+                           msg->ctl + header_length, length, &param);
+    if (UCS_PTR_IS_PTR(sreq)) {
+        return UCS_OK; /* ucp_rvma_ctl_sent() releases both */
+    }
+
+    ucs_mpool_put(msg);
+    return UCS_PTR_STATUS(sreq);
+}
+
 ucp_rvma_win_h ucp_rvma_worker_find_win(ucp_rvma_worker_t *rw, uint64_t vaddr)
 {
     khiter_t iter = kh_get(ucp_rvma_win, &rw->wins, vaddr);

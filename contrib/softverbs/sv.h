@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SV_SHM_VERSION    5   /* bump with every layout change */
+#define SV_SHM_VERSION    6   /* bump with every layout change */
 #define SV_SHM_MAGIC      0x73666f7476726273ULL
 #define SV_MAX_DEVS       4
 #define SV_MAX_PROCS      512
@@ -39,6 +39,10 @@
 #define SV_MAX_WR         (1u << 15)
 #define SV_MAX_CQE        (1u << 20)
 #define SV_QPN_BASE       0x100
+/* a QPN carries its owner's process slot above bit 15 (qpn = slot << 15 |
+ * (SV_QPN_BASE + table index)), so that a remote host can tell which
+ * process serves it (sv_net.c); it stays below 2^24 as IB requires */
+#define SV_QPN_SLOT_SHIFT 15
 #define SV_ATOMIC_LOCKS   1024
 #define SV_GRH_LEN        40
 #define SV_HEAP_SIZE      (16ULL << 30)  /* sparse: only used pages cost */
@@ -159,6 +163,8 @@ typedef struct {
     uint32_t srq;          /* SRQ table index + 1, 0: none */
     uint32_t qkey;
     uint32_t dest_qpn;
+    uint32_t dlid;         /* the AV's destination LID: with dest_qpn, who
+                            * may send to this QP (remote initiators) */
     uint32_t access;       /* qp_access_flags */
     uint32_t min_rnr_timer;
     uint32_t last_wqe;     /* LAST_WQE_REACHED raised (SRQ QPs) */
@@ -214,6 +220,11 @@ typedef struct {
     double      link_lat_us;
     int         create_dev_node;
     char        shm_name[128];
+    /* network data path (sv_net.c): IPv4 address of each device, network
+     * order; net_naddr == 0: this host only */
+    int         net_naddr;
+    uint32_t    net_addr[SV_MAX_DEVS];
+    unsigned    net_port;         /* process slot s listens on net_port + s */
 } sv_config_t;
 
 /* ------------------------------------------------------------------------
@@ -358,6 +369,7 @@ typedef struct sv_qp {
     uint32_t           sq_max;         /* max_send_wr */
     uint32_t           sq_tail;        /* posted (release by poster) */
     uint32_t           sq_head;        /* executed (release by executor) */
+    uint32_t           sq_done;        /* completed: slots below are free */
     uint32_t           busy;           /* executor ownership flag */
     pthread_spinlock_t post_lock;
     pthread_spinlock_t rpost_lock;
@@ -377,6 +389,12 @@ typedef struct sv_qp {
     sv_qp_t           *peer;
     struct sv_qp      *eng_next;
     struct sv_qp      *ctx_next;
+    /* remote peer (sv_net.c): WRs in [sq_done, net_sent) are on the wire,
+     * waiting for the responder's answer; both under net_lock */
+    int                remote;         /* RC: dlid is on another host */
+    struct sv_net_conn *net_conn;
+    uint32_t           net_sent;
+    pthread_mutex_t    net_lock;
     /* async events handed out by ibv_get_async_event (async_lock); the
      * acked count is ibqp.events_completed, and destroy waits for both to
      * match, as verbs requires */
@@ -392,6 +410,14 @@ int sv_op_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
                         struct ibv_recv_wr **bad);
 int sv_op_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 int sv_op_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* results of executing one send WR */
+enum {
+    SV_DONE    = 0,   /* WR finished (its completion, if any, written) */
+    SV_BLOCKED = 1,   /* WR must be retried at qp->retry_at_ns */
+    SV_SENT    = 2    /* WR is on the wire to a remote host: the answer
+                       * completes it (sv_net.c) */
+};
 
 /* engine / emulated NIC */
 typedef enum {
@@ -419,7 +445,49 @@ uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);
 const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,
                             uint64_t addr, uint64_t len, uint32_t access);
 
-#define SV_PORT_LID(_dev) ((uint16_t)(1 + (_dev)))
+/* responder helpers shared by the local (sv_engine.c) and the network
+ * (sv_net_resp.c) data paths */
+sv_qp_t   *sv_qp_by_qpn(uint32_t qpn);
+sv_rq_t   *sv_peer_rq(sv_qp_t *peer);
+int64_t    sv_recv_iov(const sv_qp_t *peer, const sv_rwqe_t *rw, size_t skip,
+                       struct iovec *iov, int *n);
+void       sv_iov_advance(struct iovec **iov, int *n, size_t bytes);
+sv_lock_t *sv_atomic_lock(pid_t pid, uint64_t va);
+uint64_t   sv_rnr_delay_ns(uint32_t min_rnr_timer);
+uint64_t   sv_ack_timeout_ns(const sv_qp_priv_t *qp);
+int        sv_local_iov(sv_qp_priv_t *qp, sv_swqe_t *w, uint32_t access,
+                        struct iovec *iov, int *n);
+void       sv_send_complete(sv_qp_priv_t *qp, const sv_swqe_t *w,
+                            enum ibv_wc_status status);
+int        sv_send_fail(sv_qp_priv_t *qp, const sv_swqe_t *w,
+                        enum ibv_wc_status status);
+
+/* addressing: a port's LID is 1 + device index on a host-only fabric, and
+ * the low 16 bits of the device's IPv4 address with the network data path
+ * (the "subnet manager" rule of sv_net.c) */
+uint16_t sv_port_lid(int dev);
+uint64_t sv_port_guid(int dev);
+int      sv_lid_is_local(uint32_t lid);
+
+/* network data path (sv_net.c, sv_net_resp.c) */
+static inline int sv_net_enabled(void)
+{
+    return sv_g.cfg.net_naddr > 0;
+}
+int  sv_net_config(sv_config_t *cfg);
+int  sv_net_start(void);
+void sv_net_qp_add(sv_qp_priv_t *qp);
+void sv_net_qp_remove(sv_qp_priv_t *qp);
+void sv_net_qp_flush(sv_qp_priv_t *qp);
+void sv_net_qp_retire(sv_qp_priv_t *qp, uint32_t idx);
+void sv_net_qp_reset(sv_qp_priv_t *qp);
+int  sv_net_exec_rc(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
+                    int ln);
+int  sv_net_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
+                    int ln);
+void sv_net_atfork_child(void);
+int  sv_net_resp_start(void);
+void sv_net_resp_atfork_child(void);
 #define SV_EXPORT __attribute__((visibility("default")))
 
 #endif

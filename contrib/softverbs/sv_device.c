@@ -46,11 +46,6 @@ static void sv_make_dev_node(int i)
     }
 }
 
-static uint64_t sv_guid(int dev)
-{
-    return 0x0002c90300a0b000ULL + (uint64_t)dev;
-}
-
 SV_EXPORT struct ibv_device **ibv_get_device_list(int *num_devices)
 {
     struct ibv_device **list;
@@ -102,7 +97,7 @@ SV_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
 
 SV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 {
-    return htobe64(sv_guid((int)((sv_device_t *)device - sv_devices)));
+    return htobe64(sv_port_guid((int)((sv_device_t *)device - sv_devices)));
 }
 
 SV_EXPORT int ibv_get_device_index(struct ibv_device *device)
@@ -174,7 +169,7 @@ SV_EXPORT int ibv_query_device(struct ibv_context *context,
 
     memset(attr, 0, sizeof(*attr));
     snprintf(attr->fw_ver, sizeof(attr->fw_ver), "softverbs-1.0");
-    attr->node_guid           = htobe64(sv_guid(ctx->dev));
+    attr->node_guid           = htobe64(sv_port_guid(ctx->dev));
     attr->sys_image_guid      = attr->node_guid;
     attr->max_mr_size         = 1ULL << 46;
     attr->page_size_cap       = 0xfffff000;
@@ -226,7 +221,7 @@ SV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
     a.port_cap_flags  = 0x02010000; /* IsCM | IsSM-disabled style defaults */
     a.max_msg_sz      = SV_MAX_MSG;
     a.pkey_tbl_len    = 1;
-    a.lid             = SV_PORT_LID(ctx->dev);
+    a.lid             = sv_port_lid(ctx->dev);
     a.sm_lid          = 1;
     a.max_vl_num      = 1;
     a.subnet_timeout  = 18;
@@ -248,7 +243,7 @@ SV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
         return -1;
     }
     gid->global.subnet_prefix = htobe64(0xfe80000000000000ULL);
-    gid->global.interface_id  = htobe64(sv_guid(ctx->dev));
+    gid->global.interface_id  = htobe64(sv_port_guid(ctx->dev));
     return 0;
 }
 

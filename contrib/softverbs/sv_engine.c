@@ -27,11 +27,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-enum {
-    SV_DONE    = 0,   /* WR finished (its completion, if any, written) */
-    SV_BLOCKED = 1    /* WR must be retried at qp->retry_at_ns */
-};
-
 static struct {
     pthread_mutex_t lock;       /* the QP list */
     sv_qp_priv_t   *qps;
@@ -80,7 +75,7 @@ static void sv_iov_copy(const struct iovec *dst, int dn,
     }
 }
 
-static void sv_iov_advance(struct iovec **iov, int *n, size_t bytes)
+void sv_iov_advance(struct iovec **iov, int *n, size_t bytes)
 {
     while (bytes > 0 && *n > 0) {
         if (bytes < (*iov)->iov_len) {
@@ -149,8 +144,8 @@ static enum ibv_wc_opcode sv_wc_opcode(uint32_t wr_opcode)
     }
 }
 
-static void sv_send_complete(sv_qp_priv_t *qp, const sv_swqe_t *w,
-                             enum ibv_wc_status status)
+void sv_send_complete(sv_qp_priv_t *qp, const sv_swqe_t *w,
+                      enum ibv_wc_status status)
 {
     struct ibv_wc wc;
 
@@ -175,8 +170,8 @@ static void sv_send_complete(sv_qp_priv_t *qp, const sv_swqe_t *w,
 
 /* a failed WR: its error completion, then the QP goes to error and the
  * executor flushes what follows */
-static int sv_send_fail(sv_qp_priv_t *qp, const sv_swqe_t *w,
-                        enum ibv_wc_status status)
+int sv_send_fail(sv_qp_priv_t *qp, const sv_swqe_t *w,
+                 enum ibv_wc_status status)
 {
     sv_qp_set_error(qp);
     sv_send_complete(qp, w, status);
@@ -184,8 +179,8 @@ static int sv_send_fail(sv_qp_priv_t *qp, const sv_swqe_t *w,
 }
 
 /* local SGEs -> iovecs, checking lkeys against our own MR table entries */
-static int sv_local_iov(sv_qp_priv_t *qp, sv_swqe_t *w, uint32_t access,
-                        struct iovec *iov, int *n)
+int sv_local_iov(sv_qp_priv_t *qp, sv_swqe_t *w, uint32_t access,
+                 struct iovec *iov, int *n)
 {
     const sv_mr_t *mr;
     uint32_t i;
@@ -218,8 +213,8 @@ static int sv_local_iov(sv_qp_priv_t *qp, sv_swqe_t *w, uint32_t access,
 
 /* receive WQE SGEs of the target -> remote iovecs, skipping 'skip' bytes
  * (UD: the GRH area); returns the capacity, or -1 on a bad key */
-static int64_t sv_recv_iov(const sv_qp_t *peer, const sv_rwqe_t *rw,
-                           size_t skip, struct iovec *iov, int *n)
+int64_t sv_recv_iov(const sv_qp_t *peer, const sv_rwqe_t *rw,
+                    size_t skip, struct iovec *iov, int *n)
 {
     const sv_mr_t *mr;
     int64_t cap = 0;
@@ -254,21 +249,22 @@ static int64_t sv_recv_iov(const sv_qp_t *peer, const sv_rwqe_t *rw,
     return cap;
 }
 
-static sv_qp_t *sv_qp_by_qpn(uint32_t qpn)
+sv_qp_t *sv_qp_by_qpn(uint32_t qpn)
 {
+    uint32_t low = qpn & ((1u << SV_QPN_SLOT_SHIFT) - 1);
     sv_qp_t *q;
 
-    if (qpn < SV_QPN_BASE || qpn >= SV_QPN_BASE + SV_MAX_QP) {
+    if (low < SV_QPN_BASE || low >= SV_QPN_BASE + SV_MAX_QP) {
         return NULL;
     }
-    q = &sv_g.shm->qps[qpn - SV_QPN_BASE];
+    q = &sv_g.shm->qps[low - SV_QPN_BASE];
     if (!SV_LOAD(&q->in_use) || q->qpn != qpn) {
         return NULL;
     }
     return q;
 }
 
-static sv_rq_t *sv_peer_rq(sv_qp_t *peer)
+sv_rq_t *sv_peer_rq(sv_qp_t *peer)
 {
     sv_srq_t *srq;
 
@@ -279,7 +275,7 @@ static sv_rq_t *sv_peer_rq(sv_qp_t *peer)
     return SV_LOAD(&srq->in_use) ? &srq->rq : NULL;
 }
 
-static uint64_t sv_ack_timeout_ns(sv_qp_priv_t *qp)
+uint64_t sv_ack_timeout_ns(const sv_qp_priv_t *qp)
 {
     if (qp->timeout == 0) {
         return UINT64_MAX / 2;  /* infinite, as the spec says */
@@ -310,6 +306,19 @@ static int sv_no_response(sv_qp_priv_t *qp, const sv_swqe_t *w, int owner)
     return SV_BLOCKED;
 }
 
+uint64_t sv_rnr_delay_ns(uint32_t min_rnr_timer)
+{
+    return 1000ull * sv_rnr_us[min_rnr_timer & 31];
+}
+
+/* one of the shared locks that make softverbs atomics on a word atomic */
+sv_lock_t *sv_atomic_lock(pid_t pid, uint64_t va)
+{
+    return &sv_g.shm->atomic_locks[((va >> 3) ^
+                                    (uint64_t)pid * 2654435761u) %
+                                   SV_ATOMIC_LOCKS];
+}
+
 static int sv_rnr(sv_qp_priv_t *qp, const sv_swqe_t *w, sv_qp_t *peer)
 {
     if (!sv_proc_alive(peer->owner)) {
@@ -324,8 +333,7 @@ static int sv_rnr(sv_qp_priv_t *qp, const sv_swqe_t *w, sv_qp_t *peer)
     if (qp->rnr_retry != 7) {   /* 7 means retry forever */
         --qp->rnr_left;
     }
-    qp->retry_at_ns = sv_now_ns() +
-                      1000ull * sv_rnr_us[peer->min_rnr_timer & 31];
+    qp->retry_at_ns = sv_now_ns() + sv_rnr_delay_ns(peer->min_rnr_timer);
     return SV_BLOCKED;
 }
 
@@ -358,8 +366,7 @@ static int sv_exec_atomic(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
     rv.iov_base = (void *)(uintptr_t)va;
     rv.iov_len  = 8;
     /* atomic with respect to every other softverbs atomic on that word */
-    lock = &sv_g.shm->atomic_locks[((va >> 3) ^ (uint64_t)pid * 2654435761u) %
-                                   SV_ATOMIC_LOCKS];
+    lock = sv_atomic_lock(pid, va);
     sv_lock(lock);
     err = sv_xfer(pid, 0, &tmp, 1, &rv, 1, 8);
     if (err == 0) {
@@ -391,7 +398,7 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     struct iovec riov[SV_MAX_RECV_SGE];
     uint32_t qkey = (w->remote_qkey & 0x80000000u) ? qp->s->qkey :
                                                      w->remote_qkey;
-    sv_qp_t *peer = sv_qp_by_qpn(w->remote_qpn);
+    sv_qp_t *peer;
     struct ibv_wc wc;
     sv_rwqe_t rw;
     sv_rq_t *rq;
@@ -402,6 +409,10 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     if (w->length > SV_MTU) {
         return sv_send_fail(qp, w, IBV_WC_LOC_LEN_ERR);
     }
+    if (sv_net_enabled() && !sv_lid_is_local(w->dlid)) {
+        return sv_net_exec_ud(qp, w, liov, ln);
+    }
+    peer = sv_qp_by_qpn(w->remote_qpn);
     /* an unreliable datagram that nobody can take is dropped silently */
     if (peer == NULL || peer->type != IBV_QPT_UD || peer->qkey != qkey) {
         goto out;
@@ -430,7 +441,7 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     wc.opcode = IBV_WC_RECV;
     wc.qp_num = peer->qpn;
     wc.src_qp = qp->ibqp.qp_num;
-    wc.slid   = SV_PORT_LID(qp->ctx->dev);
+    wc.slid   = sv_port_lid(qp->ctx->dev);
     wc.sl     = qp->sl;
     if (w->opcode == IBV_WR_SEND_WITH_IMM) {
         wc.imm_data  = w->imm;
@@ -489,7 +500,7 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
     wc.wr_id  = rw.wr_id;
     wc.qp_num = peer->qpn;
     wc.src_qp = qp->ibqp.qp_num;
-    wc.slid   = SV_PORT_LID(qp->ctx->dev);
+    wc.slid   = sv_port_lid(qp->ctx->dev);
     wc.sl     = qp->sl;
     if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
         wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
@@ -549,6 +560,9 @@ static int sv_exec_rc(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     pid_t pid;
     int err;
 
+    if (qp->remote) {
+        return sv_net_exec_rc(qp, w, liov, ln);
+    }
     if (peer == NULL || peer->id != qp->peer_id || !SV_LOAD(&peer->in_use) ||
         peer->qpn != qp->s->dest_qpn) {
         peer = sv_qp_by_qpn(qp->s->dest_qpn);
@@ -643,6 +657,16 @@ static int sv_for_engine(const sv_swqe_t *w)
     }
 }
 
+/* WR idx finished without waiting for a remote answer: its slot is free */
+static void sv_qp_retire(sv_qp_priv_t *qp, uint32_t idx)
+{
+    if (qp->remote) {
+        sv_net_qp_retire(qp, idx);
+    } else {
+        SV_STORE(&qp->sq_done, idx + 1);
+    }
+}
+
 void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
 {
     uint32_t head, tail;
@@ -662,6 +686,7 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
         w = &qp->sq[head & (qp->sq_size - 1)];
         if (SV_LOAD(&qp->s->state) == IBV_QPS_ERR) {
             sv_send_complete(qp, w, IBV_WC_WR_FLUSH_ERR);
+            sv_qp_retire(qp, head);
         } else {
             if (who == SV_EXEC_POSTER && sv_for_engine(w)) {
                 break;
@@ -687,6 +712,9 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
             }
             qp->rnr_left      = -1;
             qp->timeout_at_ns = 0;
+            if (ret == SV_DONE) {
+                sv_qp_retire(qp, head);
+            }
         }
         SV_STORE(&qp->sq_head, ++head);
         if (head == tail) {

@@ -129,10 +129,23 @@ void sv_config_load(sv_config_t *cfg)
         snprintf(cfg->shm_name, sizeof(cfg->shm_name), "%s", s);
     } else {
         /* builds with another layout must never share a segment: the
-         * name carries the version and the size of the layout */
-        snprintf(cfg->shm_name, sizeof(cfg->shm_name), "softverbs-%u-v%u-%zx",
-                 (unsigned)getuid(), SV_SHM_VERSION, sizeof(sv_shm_t));
+         * name carries the version and the size of the layout. A network
+         * namespace is a host of its own (that is how the tests build
+         * several hosts on one machine), so it gets its own fabric; the
+         * initial namespace keeps the plain name. */
+        struct stat ns, init_ns;
+        char netns[32] = "";
+
+        if (stat("/proc/self/ns/net", &ns) == 0 &&
+            (stat("/proc/1/ns/net", &init_ns) != 0 ||
+             ns.st_ino != init_ns.st_ino)) {
+            snprintf(netns, sizeof(netns), "-n%lu", (unsigned long)ns.st_ino);
+        }
+        snprintf(cfg->shm_name, sizeof(cfg->shm_name),
+                 "softverbs-%u-v%u-%zx%s", (unsigned)getuid(),
+                 SV_SHM_VERSION, sizeof(sv_shm_t), netns);
     }
+    sv_net_config(cfg);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -465,6 +478,7 @@ static void sv_atfork_child(void)
     sv_g.pid    = getpid();
     sv_g.pinned = 0;
     sv_engine_atfork_child();
+    sv_net_atfork_child();
 }
 
 int sv_init(void)
@@ -491,6 +505,10 @@ int sv_init(void)
         /* a forked child: it may have set its own SOFTVERBS_* variables */
         sv_config_load(&sv_g.cfg);
         ret = sv_register_proc();
+    }
+    if (ret == 0 && sv_net_enabled()) {
+        /* other hosts reach this process's QPs through its port */
+        ret = sv_net_start();
     }
 out:
     pthread_mutex_unlock(&sv_g.lock);

@@ -341,6 +341,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     s->srq           = attr->srq ? ((sv_srq_priv_t *)attr->srq)->idx + 1 : 0;
     s->qkey          = 0;
     s->dest_qpn      = 0;
+    s->dlid          = 0;
     s->access        = 0;
     s->min_rnr_timer = 0;
     s->last_wqe      = 0;
@@ -362,7 +363,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
         }
     }
     s->id  = sv_new_id();
-    s->qpn = SV_QPN_BASE + idx;
+    s->qpn = ((uint32_t)sv_g.slot << SV_QPN_SLOT_SHIFT) | (SV_QPN_BASE + idx);
     SV_STORE(&s->state, IBV_QPS_RESET);
 
     qp->idx          = idx;
@@ -377,6 +378,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     qp->rnr_left     = -1;
     pthread_spin_init(&qp->post_lock, PTHREAD_PROCESS_PRIVATE);
     pthread_spin_init(&qp->rpost_lock, PTHREAD_PROCESS_PRIVATE);
+    pthread_mutex_init(&qp->net_lock, NULL);
 
     qp->ibqp.context    = pd->context;
     qp->ibqp.qp_context = attr->qp_context;
@@ -401,6 +403,9 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     qp->ctx->qps  = qp;
     pthread_mutex_unlock(&qp->ctx->async_lock);
     sv_engine_add(qp);
+    if (sv_net_enabled()) {
+        sv_net_qp_add(qp);
+    }
     return &qp->ibqp;
 }
 
@@ -412,6 +417,9 @@ void sv_qp_set_error(sv_qp_priv_t *qp)
 
     SV_STORE(&qp->s->state, IBV_QPS_ERR);
     qp->ibqp.state = IBV_QPS_ERR;
+    if (qp->remote) {
+        sv_net_qp_flush(qp);    /* WRs on the wire complete first */
+    }
     sv_rq_flush(qp->s);
     if (qp->srq != NULL && !__atomic_exchange_n(&qp->s->last_wqe, 1,
                                                 __ATOMIC_ACQ_REL)) {
@@ -491,8 +499,12 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
         qp->max_dest_rd_atomic = a->max_dest_rd_atomic;
     }
     if (mask & IBV_QP_AV) {
-        qp->dlid = a->ah_attr.dlid;
-        qp->sl   = a->ah_attr.sl;
+        qp->dlid    = a->ah_attr.dlid;
+        qp->sl      = a->ah_attr.sl;
+        qp->s->dlid = a->ah_attr.dlid;
+        /* a destination on another host goes through sv_net.c */
+        qp->remote  = rc && sv_net_enabled() &&
+                      !sv_lid_is_local(a->ah_attr.dlid);
     }
 
     if (next == cur) {
@@ -512,6 +524,10 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
         while (__atomic_exchange_n(&qp->busy, 1, __ATOMIC_ACQUIRE)) {
         }
         qp->sq_head       = qp->sq_tail;
+        if (qp->remote) {
+            sv_net_qp_reset(qp);
+        }
+        SV_STORE(&qp->sq_done, qp->sq_tail);
         qp->rnr_left      = -1;
         qp->retry_at_ns   = 0;
         qp->timeout_at_ns = 0;
@@ -598,6 +614,9 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     }
     pthread_mutex_unlock(&ibqp->mutex);
     sv_engine_remove(qp);
+    if (sv_net_enabled()) {
+        sv_net_qp_remove(qp);
+    }
     sv_lock(&qp->s->rq.lock);
     SV_STORE(&qp->s->state, IBV_QPS_RESET);
     SV_STORE(&qp->s->in_use, 0);
@@ -706,7 +725,7 @@ int sv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
     }
     pthread_spin_lock(&qp->post_lock);
     for (; wr != NULL; wr = wr->next) {
-        if (qp->sq_tail - SV_LOAD(&qp->sq_head) >= qp->sq_max) {
+        if (qp->sq_tail - SV_LOAD(&qp->sq_done) >= qp->sq_max) {
             ret = ENOMEM;
             break;
         }

@@ -9,6 +9,8 @@
 #   softverbs-netns.sh run a|b CMD...     run CMD in host a or b, with
 #                                         SOFTVERBS_NET set to its address
 #   softverbs-netns.sh addr a|b           print the host's address
+#   softverbs-netns.sh hosts              print TH_HOSTS for the test harness
+#                                         (rank r runs on host r mod 2)
 #   softverbs-netns.sh link down|up       cut or restore the link
 #   softverbs-netns.sh netem 'ARGS'|off   link model on both ends, e.g.
 #                                         'delay 5us rate 25gbit'
@@ -56,6 +58,7 @@ case "${1:-}" in
 up)   up ;;
 down) down ;;
 addr) addr_of "$2" ;;
+hosts) echo "$NS_A=$ADDR_A,$NS_B=$ADDR_B" ;;
 run)
     h=$2
     shift 2
@@ -76,7 +79,7 @@ netem)
     done
     ;;
 *)
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -502,9 +502,20 @@ int sv_init(void)
         sv_config_load(&sv_g.cfg);
         ret = sv_shm_map();
     } else {
-        /* a forked child: it may have set its own SOFTVERBS_* variables */
+        /* a forked child: it may have set its own SOFTVERBS_* variables,
+         * or moved to another network namespace, which is another host
+         * with a fabric of its own */
+        char old_name[sizeof(sv_g.cfg.shm_name)];
+
+        memcpy(old_name, sv_g.cfg.shm_name, sizeof(old_name));
         sv_config_load(&sv_g.cfg);
-        ret = sv_register_proc();
+        if (strcmp(old_name, sv_g.cfg.shm_name) != 0) {
+            munmap(sv_g.shm, sv_heap_start() + SV_HEAP_SIZE);
+            sv_g.shm = NULL;
+            ret = sv_shm_map();
+        } else {
+            ret = sv_register_proc();
+        }
     }
     if (ret == 0 && sv_net_enabled()) {
         /* other hosts reach this process's QPs through its port */

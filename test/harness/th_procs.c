@@ -10,6 +10,8 @@
 #include "th.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,47 @@ struct th_procs {
     pid_t pids[TH_MAX_PROCS];
     int   killed[TH_MAX_PROCS];
 };
+
+/*
+ * TH_HOSTS="ns=addr,ns=addr,...": run rank r on host r mod n, a network
+ * namespace (made by softverbs-netns.sh, which prints this list with
+ * `hosts`), with SOFTVERBS_NET set to the host's address. Any
+ * multi-process test then runs across hosts unchanged.
+ */
+static void th_enter_host(int rank)
+{
+    char list[512], path[256], *item, *save = NULL, *addr;
+    const char *env = getenv("TH_HOSTS");
+    int n = 0, fd;
+
+    if (env == NULL || *env == '\0') {
+        return;
+    }
+    snprintf(list, sizeof(list), "%s", env);
+    for (item = strtok_r(list, ",", &save); item != NULL;
+         item = strtok_r(NULL, ",", &save)) {
+        ++n;
+    }
+    snprintf(list, sizeof(list), "%s", env);
+    save = NULL;
+    item = strtok_r(list, ",", &save);
+    for (fd = 0; fd < rank % n; ++fd) {
+        item = strtok_r(NULL, ",", &save);
+    }
+    addr = strchr(item, '=');
+    if (addr == NULL) {
+        TH_FAIL("TH_HOSTS: '%s' is not ns=address", item);
+    }
+    *addr++ = '\0';
+    snprintf(path, sizeof(path), "/var/run/netns/%s", item);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if ((fd < 0) || (setns(fd, CLONE_NEWNET) != 0)) {
+        TH_FAIL("rank %d: cannot enter network namespace %s: %m", rank,
+                item);
+    }
+    close(fd);
+    setenv("SOFTVERBS_NET", addr, 1);
+}
 
 static void th_oob_check_peer(th_oob_t *oob, int peer)
 {
@@ -184,6 +227,7 @@ th_procs_t *th_procs_start(int nprocs, th_proc_fn_t fn, void *arg)
                     }
                 }
             }
+            th_enter_host(i);
             fn(&oob, i, nprocs, arg);
             fflush(stdout);
             fflush(stderr);

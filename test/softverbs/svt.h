@@ -32,6 +32,30 @@ typedef struct {
     int32_t  pid;
 } svt_info_t;
 
+/* Put the ranks of this test on two hosts (network namespaces joined by a
+ * veth pair, rank r on host r mod 2), or skip saying why it cannot
+ * (test_sv_net.c). */
+void svt_net_hosts(void);
+
+/* A test that runs twice: as softverbs._name, with its ranks on one host
+ * (the same-host data path), and as softverbs_net._name, across two hosts
+ * (the network data path). */
+#define SVT_TEST_HOSTS_TIMEOUT(_name, _timeout) \
+    static void svt_body_##_name(void); \
+    TH_TEST_TIMEOUT(softverbs, _name, _timeout) \
+    { \
+        svt_body_##_name(); \
+    } \
+    TH_TEST_TIMEOUT(softverbs_net, _name, _timeout) \
+    { \
+        svt_net_hosts(); \
+        svt_body_##_name(); \
+    } \
+    static void svt_body_##_name(void)
+
+#define SVT_TEST_HOSTS(_name) \
+    SVT_TEST_HOSTS_TIMEOUT(_name, TH_DEFAULT_TIMEOUT)
+
 #define SVT_ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 

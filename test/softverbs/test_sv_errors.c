@@ -537,7 +537,7 @@ static void kill_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, killed_peer)
+SVT_TEST_HOSTS(killed_peer)
 {
     int status[2];
     th_procs_t *p;
@@ -593,7 +593,7 @@ static void kill_write_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, killed_peer_write)
+SVT_TEST_HOSTS(killed_peer_write)
 {
     th_procs_t *p;
 
@@ -648,7 +648,7 @@ static void remote_err_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, err_remote_async_event)
+SVT_TEST_HOSTS(err_remote_async_event)
 {
     svt_need_device();
     th_run_procs(2, remote_err_rank, NULL);

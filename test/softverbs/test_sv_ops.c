@@ -209,7 +209,7 @@ static void ops_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, rc_ops)
+SVT_TEST_HOSTS(rc_ops)
 {
     svt_need_device();
     th_run_procs(2, ops_rank, NULL);
@@ -298,7 +298,7 @@ static void integrity_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf2);
 }
 
-TH_TEST_TIMEOUT(softverbs, integrity_sizes, 120)
+SVT_TEST_HOSTS_TIMEOUT(integrity_sizes, 120)
 {
     svt_need_device();
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
@@ -379,7 +379,7 @@ static void ordering_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, rc_ordering)
+SVT_TEST_HOSTS(rc_ordering)
 {
     svt_need_device();
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
@@ -479,7 +479,7 @@ static void ud_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, ud_send_recv)
+SVT_TEST_HOSTS(ud_send_recv)
 {
     svt_need_device();
     th_run_procs(2, ud_rank, NULL);
@@ -536,7 +536,7 @@ static void channel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, comp_channel)
+SVT_TEST_HOSTS(comp_channel)
 {
     svt_need_device();
     th_run_procs(2, channel_rank, NULL);
@@ -610,7 +610,7 @@ static void scale_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, eight_processes)
+SVT_TEST_HOSTS(eight_processes)
 {
     svt_need_device();
     th_run_procs(SCALE_N, scale_rank, NULL);
@@ -679,7 +679,7 @@ static void srq_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, srq_recv)
+SVT_TEST_HOSTS(srq_recv)
 {
     svt_need_device();
     th_run_procs(2, srq_rank, NULL);
@@ -819,7 +819,7 @@ static void atomic_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, atomic_concurrent)
+SVT_TEST_HOSTS(atomic_concurrent)
 {
     svt_need_device();
     th_run_procs(ATOMIC_PROCS, atomic_rank, NULL);
@@ -896,7 +896,7 @@ static void scatter_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     free(buf);
 }
 
-TH_TEST(softverbs, sge_gather_scatter)
+SVT_TEST_HOSTS(sge_gather_scatter)
 {
     svt_need_device();
     th_run_procs(2, scatter_rank, NULL);

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -72,6 +73,14 @@ static void th_enter_host(int rank)
                 item);
     }
     close(fd);
+    /* as `ip netns exec` does: a /sys of the namespace, so that what lists
+     * network interfaces there (UCX's tcp transport) sees this host's */
+    if ((unshare(CLONE_NEWNS) != 0) ||
+        (mount("", "/", NULL, MS_SLAVE | MS_REC, NULL) != 0) ||
+        (umount2("/sys", MNT_DETACH) != 0) ||
+        (mount(item, "/sys", "sysfs", 0, NULL) != 0)) {
+        TH_FAIL("rank %d: cannot mount the /sys of %s: %m", rank, item);
+    }
     setenv("SOFTVERBS_NET", addr, 1);
 }
 

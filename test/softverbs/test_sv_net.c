@@ -42,7 +42,7 @@ void svt_net_hosts(void)
 
 static int count_sockets(void)
 {
-    char path[64], target[64];
+    char path[300], target[64];
     struct dirent *d;
     int n = 0;
     DIR *dir;
@@ -280,4 +280,40 @@ TH_TEST(softverbs_net, link_cut)
     TH_ASSERT_GT(sh->writes, 0);
     TH_ASSERT_DBL(sh->failed - sh->cut, >=, 0.4);
     TH_ASSERT_DBL(sh->failed - sh->cut, <=, 3.0);
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* The superpipeline and RVMA suites (hcr, rc_verbs and tcp lanes), with
+ * their ranks on the two hosts: the same test binary, run again with
+ * TH_HOSTS set, must pass them all */
+TH_TEST_TIMEOUT(softverbs_net, ucp_suites, 300)
+{
+    int passed = -1, failed = -1, ret;
+    char *out = NULL, *line;
+    char self[4096];
+    ssize_t n;
+
+    svt_net_hosts();
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    TH_ASSERT_GT(n, 0);
+    self[n] = '\0';
+    ret = th_run_cmd(&out, "'%s' 'sppln.*' 'rvma.*' 2>&1", self);
+    line = out ? strstr(out, " passed, ") : NULL;
+    while (line != NULL && strstr(line + 1, " passed, ") != NULL) {
+        line = strstr(line + 1, " passed, ");  /* the summary is the last */
+    }
+    if (line != NULL) {
+        while (line > out && line[-1] != '\n') {
+            --line;
+        }
+        sscanf(line, "%d passed, %d failed", &passed, &failed);
+    }
+    if (ret != 0 || failed != 0) {
+        th_log("%s", out ? out : "");
+    }
+    free(out);
+    TH_ASSERT_EQ(ret, 0);
+    TH_ASSERT_EQ(failed, 0);
+    TH_ASSERT_GE(passed, 20);
 }

@@ -46,19 +46,25 @@ bench_free_port() {
 # Runs ucx_perftest as server and client on this host and prints the
 # client's "Final:" fields: iterations p50_us avg_us overall_us
 # avg_MBps overall_MBps avg_rate overall_rate. Returns non-zero on failure.
+# PERFTEST_SERVER_WRAP / PERFTEST_CLIENT_WRAP (a command prefix, e.g.
+# "softverbs-netns.sh run a") and PERFTEST_ADDR (the server's address,
+# default 127.0.0.1) put the two sides on other hosts.
 perftest_pair() {
     local envs=$1 port spid out rc i
+    local swrap=${PERFTEST_SERVER_WRAP:-} cwrap=${PERFTEST_CLIENT_WRAP:-}
     shift
     port=$(bench_free_port)
     # shellcheck disable=SC2086
-    env $envs "$PERFTEST" -p "$port" "$@" >/dev/null 2>&1 &
+    $swrap env $envs "$PERFTEST" -p "$port" "$@" >/dev/null 2>&1 &
     spid=$!
     for i in $(seq 100); do
-        ss -ltn 2>/dev/null | grep -q ":$port " && break
+        # shellcheck disable=SC2086
+        $swrap ss -ltn 2>/dev/null | grep -q ":$port " && break
         sleep 0.05
     done
     # shellcheck disable=SC2086
-    out=$(timeout 120 env $envs "$PERFTEST" 127.0.0.1 -p "$port" "$@" 2>&1)
+    out=$(timeout 120 $cwrap env $envs "$PERFTEST" \
+          "${PERFTEST_ADDR:-127.0.0.1}" -p "$port" "$@" 2>&1)
     rc=$?
     wait "$spid" 2>/dev/null || rc=1
     if [ $rc -ne 0 ] || ! echo "$out" | grep -q '^Final:'; then

@@ -2,14 +2,22 @@
 #
 # softverbs-check.sh: run the third-party acceptance programs over softverbs
 # (server and client on 127.0.0.1) and print one PASS/FAIL line each.
+# With --hosts, the server runs on one host and the client on another: two
+# network namespaces made by softverbs-netns.sh (needs root), so everything
+# goes over softverbs' network data path.
 #
-# usage: softverbs-check.sh [path/to/libsoftverbs.so]
+# usage: softverbs-check.sh [--hosts] [path/to/libsoftverbs.so]
 # Default library: ../lib next to this script (installed), else the
 # superbuild's build/install/lib. Environment: UCX_PREFIX (directory with
 # bin/ucx_info and bin/ucx_perftest; default: from PATH).
 #
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+hosts=0
+if [ "${1:-}" = --hosts ]; then
+    hosts=1
+    shift
+fi
 lib=${1:-}
 for c in "$here/../lib/libsoftverbs.so" "$here/../../build/install/lib/libsoftverbs.so"; do
     if [ -z "$lib" ] && [ -f "$c" ]; then
@@ -26,6 +34,20 @@ export LD_PRELOAD=$lib
 export SOFTVERBS_MEMLOCK_LIMIT=${SOFTVERBS_MEMLOCK_LIMIT:-unlimited}
 fails=0
 port=$((20000 + RANDOM % 20000))
+
+# where the server and the client run
+srv=()
+cli=()
+addr=127.0.0.1
+if [ $hosts -eq 1 ]; then
+    netns="env SV_NETNS_PREFIX=svc- $here/softverbs-netns.sh"
+    $netns up || { echo "cannot create the two hosts (root?)" >&2; exit 2; }
+    trap '$netns down' EXIT
+    read -r -a srv <<< "$netns run a"
+    read -r -a cli <<< "$netns run b"
+    addr=$($netns addr a)
+    echo "server on host a ($addr), client on host b ($($netns addr b))"
+fi
 
 report() {
     local rc=$1 name=$2 detail=$3
@@ -44,17 +66,17 @@ pair() {
     port=$((port + 1))
     srv_out=$(mktemp)
     cli_out=$(mktemp)
-    timeout 60 "$@" -p $port >"$srv_out" 2>&1 &
+    "${srv[@]}" timeout 60 "$@" -p $port >"$srv_out" 2>&1 &
     spid=$!
     sleep 0.7
-    timeout 60 "$@" -p $port 127.0.0.1 >"$cli_out" 2>&1
+    "${cli[@]}" timeout 60 "$@" -p $port "$addr" >"$cli_out" 2>&1
     rc=$?
     wait $spid || rc=1
     report $rc "$name" "$(awk "$extract" "$cli_out" | tail -n 1)"
     rm -f "$srv_out" "$cli_out"
 }
 
-out=$(timeout 20 ibv_devinfo 2>&1)
+out=$("${srv[@]}" timeout 20 ibv_devinfo 2>&1)
 echo "$out" | grep -q 'PORT_ACTIVE'
 report $? "ibv_devinfo" "$(echo "$out" | grep -m1 hca_id)"
 
@@ -69,9 +91,11 @@ lat='/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $1 " B: typical " $5 " us" }'
 pair "ib_write_bw" "$bw" ib_write_bw -d softverbs0
 pair "ib_write_lat" "$lat" ib_write_lat -d softverbs0
 pair "ib_read_bw" "$bw" ib_read_bw -d softverbs0
+pair "ib_read_lat" "$lat" ib_read_lat -d softverbs0
 pair "ib_send_lat" "$lat" ib_send_lat -d softverbs0
+pair "ib_atomic_lat" "$lat" ib_atomic_lat -d softverbs0
 
-out=$(timeout 30 "${ucx_bin}ucx_info" -d 2>&1)
+out=$("${srv[@]}" timeout 30 "${ucx_bin}ucx_info" -d 2>&1)
 echo "$out" | grep -A1 'Transport: rc_verbs' | grep -q softverbs0:1 &&
     echo "$out" | grep -A1 'Transport: ud_verbs' | grep -q softverbs0:1
 report $? "ucx_info -d: rc_verbs, ud_verbs on softverbs0:1" ""
@@ -89,13 +113,21 @@ uct rc_verbs -t get -D zcopy -s 1048576 -n 2000
 uct rc_verbs -t add_lat -n 20000
 uct ud_verbs -t am_lat -n 20000
 uct ud_verbs -t am_bw -D bcopy -s 4000 -n 20000
+# hcr, where the UCX build has it (ucx-hcr's transport)
+if echo "$out" | grep -q 'Transport: hcr'; then
+    uct hcr -t am_lat -n 20000
+    uct hcr -t put_lat -n 20000
+    uct hcr -t put_bw -D zcopy -s 1048576 -n 2000
+fi
 
 ucp() {
     local tls=$1
     shift
     pair "ucx_perftest UCX_TLS=$tls $*" "$uf" env UCX_TLS="$tls" "${ucx_bin}ucx_perftest" "$@"
 }
-for tls in rc_v ud_verbs; do
+tls_list="rc_v ud_verbs"
+echo "$out" | grep -q 'Transport: hcr' && tls_list="$tls_list hcr"
+for tls in $tls_list; do
     ucp $tls -t tag_lat -n 20000
     ucp $tls -t tag_bw -s 1048576 -n 1000
     ucp $tls -t ucp_put_bw -s 1048576 -n 1000

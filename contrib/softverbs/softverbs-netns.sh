@@ -12,8 +12,9 @@
 #   softverbs-netns.sh hosts              print TH_HOSTS for the test harness
 #                                         (rank r runs on host r mod 2)
 #   softverbs-netns.sh link down|up       cut or restore the link
-#   softverbs-netns.sh netem 'ARGS'|off   link model on both ends, e.g.
-#                                         'delay 5us rate 25gbit'
+#   softverbs-netns.sh rate GBIT|off      link model: cap both ends at GBIT
+#                                         Gb/s (tc tbf; this kernel has no
+#                                         netem)
 #
 # SV_NETNS_PREFIX (default svh-) names the namespaces and the veth ends, so
 # that concurrent users (tests, benchmarks) do not collide.
@@ -69,12 +70,12 @@ link)
         ip -n "$(ns_of $h)" link set "$(if_of $h)" "$2"
     done
     ;;
-netem)
+rate)
     for h in a b; do
         tc -n "$(ns_of $h)" qdisc del dev "$(if_of $h)" root 2>/dev/null || true
         if [ "$2" != off ]; then
-            # shellcheck disable=SC2086
-            tc -n "$(ns_of $h)" qdisc add dev "$(if_of $h)" root netem $2
+            tc -n "$(ns_of $h)" qdisc add dev "$(if_of $h)" root tbf \
+                rate "${2}gbit" burst 1mb latency 10ms
         fi
     done
     ;;

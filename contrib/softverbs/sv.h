@@ -225,6 +225,7 @@ typedef struct {
     int         net_naddr;
     uint32_t    net_addr[SV_MAX_DEVS];
     unsigned    net_port;         /* process slot s listens on net_port + s */
+    unsigned    net_spin_us;      /* net threads poll this long, then block */
 } sv_config_t;
 
 /* ------------------------------------------------------------------------

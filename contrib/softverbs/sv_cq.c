@@ -144,6 +144,11 @@ void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited)
     memcpy(sv_ring_entry(&cq->ring, cq->ring.prod), wc, sizeof(*wc));
     SV_STORE(&cq->ring.prod, cq->ring.prod + 1);
 
+    /* The application arms (a locked CAS), then polls prod; we store prod,
+     * then read armed. Without a full fence the CPU may read armed before
+     * the prod store is visible, and both sides miss: a lost wakeup
+     * (seen with completions written by the network threads). */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
     armed = SV_LOAD(&cq->armed);
     if (armed == 2 || (armed == 1 && (solicited ||
                                       wc->status != IBV_WC_SUCCESS))) {

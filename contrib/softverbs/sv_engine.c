@@ -144,26 +144,31 @@ static enum ibv_wc_opcode sv_wc_opcode(uint32_t wr_opcode)
     }
 }
 
+/* Complete the oldest WR of the send queue (w). Its slot is freed first:
+ * an application that polls the completion may post into it at once (a
+ * queue of one WR, as ibv_rc_pingpong uses, depends on that). */
 void sv_send_complete(sv_qp_priv_t *qp, const sv_swqe_t *w,
                       enum ibv_wc_status status)
 {
+    uint64_t wr_id  = w->wr_id, length = w->length;
+    uint32_t opcode = w->opcode, flags = w->flags;
     struct ibv_wc wc;
 
+    __atomic_add_fetch(&qp->sq_done, 1, __ATOMIC_RELEASE);
     /* an error completes every WR, signaled or not */
     if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
-        !(w->flags & IBV_SEND_SIGNALED)) {
+        !(flags & IBV_SEND_SIGNALED)) {
         return;
     }
     memset(&wc, 0, sizeof(wc));
-    wc.wr_id  = w->wr_id;
+    wc.wr_id  = wr_id;
     wc.status = status;
-    wc.opcode = sv_wc_opcode(w->opcode);
+    wc.opcode = sv_wc_opcode(opcode);
     wc.qp_num = qp->ibqp.qp_num;
     if (status == IBV_WC_SUCCESS &&
-        (w->opcode == IBV_WR_RDMA_READ ||
-         w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-         w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
-        wc.byte_len = (uint32_t)w->length;
+        (opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+         opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+        wc.byte_len = (uint32_t)length;
     }
     sv_cq_push(qp->scq->s, &wc, 0);
 }
@@ -657,13 +662,11 @@ static int sv_for_engine(const sv_swqe_t *w)
     }
 }
 
-/* WR idx finished without waiting for a remote answer: its slot is free */
+/* WR idx finished (completed) without waiting for a remote answer */
 static void sv_qp_retire(sv_qp_priv_t *qp, uint32_t idx)
 {
     if (qp->remote) {
         sv_net_qp_retire(qp, idx);
-    } else {
-        SV_STORE(&qp->sq_done, idx + 1);
     }
 }
 

@@ -106,6 +106,8 @@ int sv_net_config(sv_config_t *cfg)
     int n = 0;
 
     cfg->net_naddr = 0;
+    p              = getenv("SOFTVERBS_NET_SPIN_US");
+    cfg->net_spin_us = (p && *p) ? (unsigned)atoi(p) : 0;
     p              = getenv("SOFTVERBS_NET_PORT");
     cfg->net_port  = (p && *p) ? (unsigned)atoi(p) : SV_NET_PORT;
     if (cfg->net_port == 0 || cfg->net_port + SV_MAX_PROCS > 65536) {
@@ -286,6 +288,23 @@ int sv_net_send_iov(int fd, struct iovec *iov, int n)
     return 0;
 }
 
+/* Poll the socket for a moment before a thread blocks on it: waking a
+ * blocked thread costs more than the next frame usually takes to come
+ * (SOFTVERBS_NET_SPIN_US). Returns 1 when data is there. */
+int sv_net_spin_readable(int fd)
+{
+    uint64_t end = sv_now_ns() + (uint64_t)sv_g.cfg.net_spin_us * 1000;
+    char c;
+
+    do {
+        if (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != -1 ||
+            (errno != EAGAIN && errno != EINTR)) {
+            return 1;   /* data, EOF or an error: the caller reads it */
+        }
+    } while (sv_now_ns() < end);
+    return 0;
+}
+
 /* a detached helper thread that takes none of the application's signals */
 int sv_net_thread(void *(*fn)(void *), void *arg)
 {
@@ -338,10 +357,10 @@ void sv_net_qp_remove(sv_qp_priv_t *qp)
 /* complete the WRs on the wire with a flush; caller holds net_lock */
 static void sv_net_qp_flush_locked(sv_qp_priv_t *qp)
 {
+    /* sv_send_complete() moves sq_done on */
     while (qp->sq_done != qp->net_sent) {
         sv_send_complete(qp, &qp->sq[qp->sq_done & (qp->sq_size - 1)],
                          IBV_WC_WR_FLUSH_ERR);
-        SV_STORE(&qp->sq_done, qp->sq_done + 1);
     }
 }
 
@@ -352,13 +371,12 @@ void sv_net_qp_flush(sv_qp_priv_t *qp)
     pthread_mutex_unlock(&qp->net_lock);
 }
 
-/* the WR at idx finished locally (flushed, or failed before it was sent) */
+/* the WR at idx was completed locally (flushed, or failed before it was
+ * sent): nothing of this QP is on the wire up to it */
 void sv_net_qp_retire(sv_qp_priv_t *qp, uint32_t idx)
 {
     pthread_mutex_lock(&qp->net_lock);
-    sv_net_qp_flush_locked(qp);
     qp->net_sent = idx + 1;
-    SV_STORE(&qp->sq_done, idx + 1);
     pthread_mutex_unlock(&qp->net_lock);
 }
 
@@ -381,7 +399,6 @@ static void sv_net_qp_fail(sv_qp_priv_t *qp, enum ibv_wc_status status)
     if (qp->sq_done != qp->net_sent) {
         sv_send_complete(qp, &qp->sq[qp->sq_done & (qp->sq_size - 1)],
                          status);
-        SV_STORE(&qp->sq_done, qp->sq_done + 1);
     }
     /* set under net_lock: an executor that sends next sees it */
     SV_STORE(&qp->s->state, IBV_QPS_ERR);
@@ -476,7 +493,6 @@ static int sv_net_answer(sv_net_conn_t *conn, const sv_net_hdr_t *h)
     }
     if (h->status == IBV_WC_SUCCESS) {
         sv_send_complete(qp, w, IBV_WC_SUCCESS);
-        SV_STORE(&qp->sq_done, qp->sq_done + 1);
     } else {
         fail = 1;
     }
@@ -503,7 +519,7 @@ static void *sv_net_reader(void *arg)
     for (;;) {
         pfd.fd     = conn->fd;
         pfd.events = POLLIN;
-        r = poll(&pfd, 1, 10);
+        r = sv_net_spin_readable(conn->fd) ? 1 : poll(&pfd, 1, 10);
         if (r == 0) {
             now = sv_now_ns();
             if (SV_LOAD(&conn->outstanding) > 0 &&

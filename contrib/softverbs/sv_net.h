@@ -83,5 +83,6 @@ int sv_net_drain(int fd, size_t len, uint64_t stall_ns);
 int sv_net_send_iov(int fd, struct iovec *iov, int n);
 void sv_net_tune_fd(int fd, uint64_t user_timeout_ns);
 int sv_net_thread(void *(*fn)(void *), void *arg);
+int sv_net_spin_readable(int fd);
 
 #endif

@@ -408,6 +408,7 @@ static void *sv_net_responder(void *arg)
 
     for (;;) {
         /* between requests the connection may idle for any time */
+        sv_net_spin_readable(p->fd);
         if (sv_net_recv_buf(p->fd, &h, sizeof(h), 0) != 0 ||
             h.magic != SV_NET_MAGIC) {
             break;

@@ -26,7 +26,7 @@ void svt_net_hosts(void)
         TH_SKIP("creating network namespaces needs root");
     }
     if (th_run_cmd(&out, NETNS("up") " 2>&1 && " NETNS("link up") " && "
-                   NETNS("netem off") " && " NETNS("hosts"),
+                   NETNS("rate off") " && " NETNS("hosts"),
                    prefix, prefix, prefix, prefix) != 0) {
         TH_SKIP("cannot create the test hosts (network namespaces): %s",
                 out ? out : "");

@@ -454,6 +454,8 @@ int64_t    sv_recv_iov(const sv_qp_t *peer, const sv_rwqe_t *rw, size_t skip,
                        struct iovec *iov, int *n);
 void       sv_iov_advance(struct iovec **iov, int *n, size_t bytes);
 sv_lock_t *sv_atomic_lock(pid_t pid, uint64_t va);
+void       sv_rq_complete(sv_qp_t *peer, sv_rq_t *rq, const struct ibv_wc *wc,
+                          int solicited);
 uint64_t   sv_rnr_delay_ns(uint32_t min_rnr_timer);
 uint64_t   sv_ack_timeout_ns(const sv_qp_priv_t *qp);
 int        sv_local_iov(sv_qp_priv_t *qp, sv_swqe_t *w, uint32_t access,

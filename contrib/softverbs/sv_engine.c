@@ -471,6 +471,18 @@ out:
     return SV_DONE;
 }
 
+/* The receive WQE at rq->ring.cons, taken under rq->lock, is done: consume
+ * it, write the target's CQE (wc) and release the lock. Both responders
+ * (this file, sv_net_resp.c) end a receive this way. */
+void sv_rq_complete(sv_qp_t *peer, sv_rq_t *rq, const struct ibv_wc *wc,
+                    int solicited)
+{
+    SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
+    sv_rq_consumed(peer, rq);
+    sv_cq_push(&sv_g.shm->cqs[peer->rcq], wc, solicited);
+    sv_unlock(&rq->lock);
+}
+
 /* SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: the responder side consumes a
  * receive WQE (or the initiator sees RNR) */
 static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
@@ -540,11 +552,8 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
         wc.wc_flags |= IBV_WC_WITH_IMM;
     }
     wc.byte_len = (uint32_t)w->length;
-    SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
-    sv_rq_consumed(peer, rq);
-    sv_cq_push(&sv_g.shm->cqs[peer->rcq], &wc,
-               !!(w->flags & IBV_SEND_SOLICITED) || wc.status);
-    sv_unlock(&rq->lock);
+    sv_rq_complete(peer, rq, &wc,
+                   !!(w->flags & IBV_SEND_SOLICITED) || wc.status);
     if (ist != IBV_WC_SUCCESS) {
         /* the receive WQE completed in error: the responder QP breaks */
         sv_responder_error(peer, ist == IBV_WC_REM_ACCESS_ERR ?

@@ -237,11 +237,8 @@ static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
         wc.wc_flags |= IBV_WC_WITH_IMM;
     }
     wc.byte_len = (uint32_t)h->length;
-    SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
-    sv_rq_consumed(peer, rq);
-    sv_cq_push(&sv_g.shm->cqs[peer->rcq], &wc,
-               (h->flags & SV_NET_F_SOLICITED) || wc.status);
-    sv_unlock(&rq->lock);
+    sv_rq_complete(peer, rq, &wc,
+                   (h->flags & SV_NET_F_SOLICITED) || wc.status);
     if (ist != IBV_WC_SUCCESS) {
         /* the receive WQE completed in error: the responder QP breaks */
         sv_responder_error(peer, SV_ASYNC_REQ_ERR);
@@ -392,11 +389,7 @@ static int sv_net_serve_ud(sv_net_peer_t *p, const sv_net_hdr_t *h)
         }
         wc.byte_len = (uint32_t)h->length + SV_GRH_LEN;
     }
-    SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
-    sv_rq_consumed(peer, rq);
-    sv_cq_push(&sv_g.shm->cqs[peer->rcq], &wc,
-               !!(h->flags & SV_NET_F_SOLICITED));
-    sv_unlock(&rq->lock);
+    sv_rq_complete(peer, rq, &wc, !!(h->flags & SV_NET_F_SOLICITED));
     return 0;
 }
 

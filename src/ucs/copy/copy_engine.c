@@ -91,6 +91,40 @@ const char *ucs_copy_backend_name(ucs_copy_backend_t backend)
            ucs_copy_backend_names[backend] : "unknown";
 }
 
+ucs_copy_backend_t ucs_copy_engine_config_backend(void)
+{
+    ucs_copy_engine_config_t config;
+    ucs_copy_backend_t backend;
+
+    if (ucs_config_parser_fill_opts(&config, ucs_copy_engine_config_table,
+                                    UCS_DEFAULT_ENV_PREFIX, "HCR_COPY_",
+                                    0) != UCS_OK) {
+        return UCS_COPY_BACKEND_AUTO;
+    }
+
+    backend = config.backend;
+    ucs_config_parser_release_opts(&config, ucs_copy_engine_config_table);
+    return backend;
+}
+
+void ucs_copy_engine_config_str(char *buf, size_t max)
+{
+    ucs_copy_engine_config_t config;
+
+    if (ucs_config_parser_fill_opts(&config, ucs_copy_engine_config_table,
+                                    UCS_DEFAULT_ENV_PREFIX, "HCR_COPY_",
+                                    0) != UCS_OK) {
+        ucs_strncpy_zero(buf, "?", max);
+        return;
+    }
+
+    ucs_snprintf_safe(buf, max, "threads=%u,cpus=%s,inline=%zu,chunk=%zu,"
+                      "queue=%u,spin=%.0fns", config.num_threads, config.cpus,
+                      config.inline_thresh, config.chunk_size,
+                      config.queue_len, config.spin_time * 1e9);
+    ucs_config_parser_release_opts(&config, ucs_copy_engine_config_table);
+}
+
 void ucs_copy_engine_base_init(ucs_copy_engine_t *engine,
                                const ucs_copy_backend_ops_t *ops,
                                ucs_copy_backend_t backend,
@@ -259,4 +293,6 @@ void ucs_copy_engine_query(ucs_copy_engine_t *engine,
     attr->num_threads   = engine->num_threads;
     attr->inline_thresh = engine->inline_thresh;
     attr->max_inflight  = engine->max_inflight;
+    attr->cpu_time      = (engine->ops->cpu_time != NULL) ?
+                          engine->ops->cpu_time(engine) : 0.0;
 }

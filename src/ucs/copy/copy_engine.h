@@ -28,7 +28,8 @@ BEGIN_C_DECLS
  *  - memcpy: synchronous copy by the posting thread (always available; every
  *            post completes immediately).
  *  - thread: helper threads, placed on cores other than the creating
- *            thread's where the affinity mask has some.
+ *            thread's where the affinity mask has some, and moved off a
+ *            core the posting thread migrates to.
  *
  * An engine is used by one thread at a time unless it was created with
  * UCS_COPY_ENGINE_FLAG_MT.
@@ -100,6 +101,11 @@ typedef struct ucs_copy_engine_attr {
                                            by the caller */
     size_t             max_inflight;  /**< Posts in flight before
                                            UCS_ERR_NO_RESOURCE */
+    double             cpu_time;      /**< CPU seconds the engine's own
+                                           threads used so far: what its
+                                           copies cost the rest of the host
+                                           (0 for memcpy, whose copies the
+                                           caller pays for) */
 } ucs_copy_engine_attr_t;
 
 
@@ -174,6 +180,20 @@ ucs_status_t ucs_copy_engine_wait(ucs_copy_engine_t *engine,
  */
 void ucs_copy_engine_query(ucs_copy_engine_t *engine,
                            ucs_copy_engine_attr_t *attr);
+
+
+/**
+ * @return The backend UCX_HCR_COPY_ENGINE names (UCS_COPY_BACKEND_AUTO for
+ *         "auto").
+ */
+ucs_copy_backend_t ucs_copy_engine_config_backend(void);
+
+
+/**
+ * Write the configured settings that change how the backends perform
+ * (UCX_HCR_COPY_*) to @a buf, e.g. to tell measurements apart.
+ */
+void ucs_copy_engine_config_str(char *buf, size_t max);
 
 
 /**

@@ -34,6 +34,8 @@ typedef struct ucs_copy_backend_ops {
     /* copies above the inline threshold; may return UCS_ERR_NO_RESOURCE */
     ucs_status_t (*post)(ucs_copy_engine_t *engine, const ucs_copy_iov_t *iov,
                          size_t iovcnt, size_t total, ucs_copy_req_t *req);
+    /* CPU seconds of the backend's own threads; NULL when it has none */
+    double       (*cpu_time)(ucs_copy_engine_t *engine);
 } ucs_copy_backend_ops_t;
 
 

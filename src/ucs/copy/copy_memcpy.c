@@ -60,7 +60,8 @@ ucs_copy_memcpy_post(ucs_copy_engine_t *engine, const ucs_copy_iov_t *iov,
 }
 
 const ucs_copy_backend_ops_t ucs_copy_memcpy_ops = {
-    .create  = ucs_copy_memcpy_create,
-    .destroy = ucs_copy_memcpy_destroy,
-    .post    = ucs_copy_memcpy_post
+    .create   = ucs_copy_memcpy_create,
+    .destroy  = ucs_copy_memcpy_destroy,
+    .post     = ucs_copy_memcpy_post,
+    .cpu_time = NULL /* the caller's own time */
 };

@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 
 /*
@@ -62,6 +63,12 @@ typedef struct ucs_copy_thread_engine {
     ucs_time_t        spin_time;
     unsigned          num_started;
     pthread_t         *threads;
+    /* placement (UCX_HCR_COPY_CPUS=auto): keep helpers off the caller's core
+     * even when the caller migrates */
+    int               follow;
+    int               caller_cpu;  /* where the caller posted last */
+    int               *helper_cpu; /* core each helper is pinned to */
+    cpu_set_t         allowed;     /* cores the helpers may move to */
 } ucs_copy_thread_engine_t;
 
 
@@ -152,6 +159,59 @@ static unsigned ucs_copy_thread_cpus(const char *spec, int *cpus,
     return count;
 }
 
+static void ucs_copy_thread_pin(pthread_attr_t *attr, pthread_t thread,
+                                int cpu)
+{
+    cpu_set_t cpu_set;
+
+    CPU_ZERO(&cpu_set);
+    CPU_SET(cpu, &cpu_set);
+    if (attr != NULL) {
+        pthread_attr_setaffinity_np(attr, sizeof(cpu_set), &cpu_set);
+    } else {
+        pthread_setaffinity_np(thread, sizeof(cpu_set), &cpu_set);
+    }
+}
+
+/*
+ * Lock held. The caller moved to another core: a helper pinned there would
+ * share the core with it (and its cache, which the copy then evicts), so it
+ * moves to the core the caller left, or another one. One sched_getcpu() per
+ * post; a system call only when the caller has moved onto a helper's core.
+ */
+static void ucs_copy_thread_follow_caller(ucs_copy_thread_engine_t *engine)
+{
+    int cpu = sched_getcpu(), old = engine->caller_cpu, target;
+    unsigned i;
+
+    if ((cpu == old) || (cpu < 0)) {
+        return;
+    }
+
+    engine->caller_cpu = cpu;
+    for (i = 0; i < engine->num_started; ++i) {
+        if (engine->helper_cpu[i] != cpu) {
+            continue;
+        }
+
+        target = old;
+        if ((target < 0) || !CPU_ISSET(target, &engine->allowed)) {
+            for (target = 0; (target < CPU_SETSIZE) &&
+                             (!CPU_ISSET(target, &engine->allowed) ||
+                              (target == cpu)); ++target) {
+            }
+        }
+        if (target >= CPU_SETSIZE) {
+            return;
+        }
+
+        ucs_copy_thread_pin(NULL, engine->threads[i], target);
+        engine->helper_cpu[i] = target;
+        ucs_trace("copy engine '%s': caller moved to core %d, helper %u to "
+                  "core %d", engine->super.name, cpu, i, target);
+    }
+}
+
 static ucs_status_t ucs_copy_thread_start(ucs_copy_thread_engine_t *engine,
                                           unsigned num_threads,
                                           const char *cpu_spec)
@@ -159,7 +219,6 @@ static ucs_status_t ucs_copy_thread_start(ucs_copy_thread_engine_t *engine,
     int cpus[CPU_SETSIZE];
     pthread_attr_t attr;
     unsigned num_cpus, i;
-    cpu_set_t cpu_set;
     int ret;
 
     num_cpus = ucs_copy_thread_cpus(cpu_spec, cpus, CPU_SETSIZE);
@@ -168,14 +227,18 @@ static ucs_status_t ucs_copy_thread_start(ucs_copy_thread_engine_t *engine,
                   "helpers are not pinned", engine->super.name);
     }
 
+    engine->caller_cpu = sched_getcpu();
+    engine->follow     = (num_cpus > 0) && !strcmp(cpu_spec, "auto") &&
+                         (sched_getaffinity(0, sizeof(engine->allowed),
+                                            &engine->allowed) == 0);
     for (i = 0; i < num_threads; ++i) {
         pthread_attr_init(&attr);
+        engine->helper_cpu[i] = -1;
         if (num_cpus > 0) {
-            CPU_ZERO(&cpu_set);
-            CPU_SET(cpus[i % num_cpus], &cpu_set);
-            pthread_attr_setaffinity_np(&attr, sizeof(cpu_set), &cpu_set);
+            engine->helper_cpu[i] = cpus[i % num_cpus];
+            ucs_copy_thread_pin(&attr, 0, engine->helper_cpu[i]);
             ucs_debug("copy engine '%s': helper %u on core %d",
-                      engine->super.name, i, cpus[i % num_cpus]);
+                      engine->super.name, i, engine->helper_cpu[i]);
         }
         ret = pthread_create(&engine->threads[i], &attr,
                              ucs_copy_thread_main, engine);
@@ -219,6 +282,7 @@ static void ucs_copy_thread_destroy(ucs_copy_engine_t *super)
 
     pthread_cond_destroy(&engine->cond);
     pthread_mutex_destroy(&engine->lock);
+    ucs_free(engine->helper_cpu);
     ucs_free(engine->threads);
     ucs_free(engine->ring);
     ucs_free(engine);
@@ -251,10 +315,14 @@ ucs_copy_thread_create(const ucs_copy_engine_config_t *config,
                                  "copy_engine_ring");
     engine->threads = ucs_calloc(num_threads, sizeof(*engine->threads),
                                  "copy_engine_threads");
-    if ((engine->ring == NULL) || (engine->threads == NULL)) {
+    engine->helper_cpu = ucs_calloc(num_threads, sizeof(*engine->helper_cpu),
+                                    "copy_engine_helper_cpu");
+    if ((engine->ring == NULL) || (engine->threads == NULL) ||
+        (engine->helper_cpu == NULL)) {
         ucs_error("failed to allocate a copy engine ring of %zu", ring_size);
         ucs_free(engine->ring);
         ucs_free(engine->threads);
+        ucs_free(engine->helper_cpu);
         ucs_free(engine);
         return UCS_ERR_NO_MEMORY;
     }
@@ -318,6 +386,10 @@ ucs_copy_thread_post(ucs_copy_engine_t *super, const ucs_copy_iov_t *iov,
     }
 
     pthread_mutex_lock(&engine->lock);
+    if (engine->follow) {
+        ucs_copy_thread_follow_caller(engine);
+    }
+
     if (engine->tail - engine->head + pieces > engine->ring_mask + 1) {
         pthread_mutex_unlock(&engine->lock);
         return UCS_ERR_NO_RESOURCE;
@@ -348,8 +420,28 @@ ucs_copy_thread_post(ucs_copy_engine_t *super, const ucs_copy_iov_t *iov,
     return UCS_INPROGRESS;
 }
 
+/* CPU clocks of the helpers: copying, polling for work and waking up */
+static double ucs_copy_thread_cpu_time(ucs_copy_engine_t *super)
+{
+    ucs_copy_thread_engine_t *engine = ucs_derived_of(super,
+                                                      ucs_copy_thread_engine_t);
+    double total = 0;
+    struct timespec ts;
+    clockid_t clock;
+    unsigned i;
+
+    for (i = 0; i < engine->num_started; ++i) {
+        if ((pthread_getcpuclockid(engine->threads[i], &clock) == 0) &&
+            (clock_gettime(clock, &ts) == 0)) {
+            total += ts.tv_sec + (ts.tv_nsec * 1e-9);
+        }
+    }
+    return total;
+}
+
 const ucs_copy_backend_ops_t ucs_copy_thread_ops = {
-    .create  = ucs_copy_thread_create,
-    .destroy = ucs_copy_thread_destroy,
-    .post    = ucs_copy_thread_post
+    .create   = ucs_copy_thread_create,
+    .destroy  = ucs_copy_thread_destroy,
+    .post     = ucs_copy_thread_post,
+    .cpu_time = ucs_copy_thread_cpu_time
 };

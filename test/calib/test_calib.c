@@ -169,6 +169,163 @@ TH_TEST(calib, model_file_roundtrip)
     TH_ASSERT(calib_close(r.net_latency, m.net_latency, 1e-6));
 }
 
+/* the copy engine's lines, and a model without them (hand-written files
+ * need not measure engines) */
+TH_TEST(calib, model_file_engines)
+{
+    ucs_calib_engine_t *w, *e;
+    ucs_calib_model_t m, r;
+    char path[64];
+
+    calib_flat_model(&m, 12.5e-6, 0.07e-9, 9.5e9);
+    w          = &m.engine[UCS_COPY_BACKEND_THREAD];
+    w->start   = 2.5e-7;
+    w->post    = 4e-8;
+    w->bw      = 3.7e10;
+    w->overlap = 0.91;
+    w->cpu     = 3.5e-11;
+
+    calib_tmpfile(path, sizeof(path), NULL);
+    TH_ASSERT_UCS_OK(ucs_calib_model_write(&m, path));
+    TH_ASSERT_UCS_OK(ucs_calib_model_read(path, &r));
+    unlink(path);
+
+    e = &r.engine[UCS_COPY_BACKEND_THREAD];
+    TH_ASSERT(calib_close(e->start, w->start, 1e-6));
+    TH_ASSERT(calib_close(e->post, w->post, 1e-6));
+    TH_ASSERT(calib_close(e->bw, w->bw, 1e-6));
+    TH_ASSERT(calib_close(e->overlap, w->overlap, 1e-3));
+    TH_ASSERT(calib_close(e->cpu, w->cpu, 1e-6));
+    /* not measured: not written, read back as absent */
+    TH_ASSERT_DBL(r.engine[UCS_COPY_BACKEND_MEMCPY].bw, ==, 0.0);
+
+    setenv("UCX_LOG_LEVEL", "fatal", 1); /* the errors are expected */
+    calib_tmpfile(path, sizeof(path), "engine dma 0 0 1e10 0.9 0\n");
+    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
+    unlink(path);
+    calib_tmpfile(path, sizeof(path), "engine thread 0 0 1e10 0.9\n");
+    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
+    unlink(path);
+    calib_tmpfile(path, sizeof(path), "engine thread 0 0 1e10 0.9 -1\n");
+    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
+    unlink(path);
+}
+
+/* an engine measured as a DMA engine would be: overlap, no CPU of its own */
+static void calib_engine_set(ucs_calib_model_t *m, ucs_copy_backend_t b,
+                             double bw, double overlap, double cpu_share)
+{
+    m->engine[b].start   = 1e-6;
+    m->engine[b].post    = 1e-7;
+    m->engine[b].bw      = bw;
+    m->engine[b].overlap = overlap;
+    m->engine[b].cpu     = cpu_share / bw; /* CPU seconds per byte */
+}
+
+TH_TEST(calib, engine_choice_follows_measurements)
+{
+    const size_t chunk = 1 << 20;
+    ucs_copy_backend_t b;
+    ucs_calib_model_t m;
+
+    /* memcpy 10 GB/s, network 5 GB/s: the pipeline runs at 5 GB/s */
+    calib_flat_model(&m, 20e-6, 0.05e-9, 10e9);
+    TH_ASSERT_EQ(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO, chunk,
+                                         &b), UCS_ERR_UNSUPPORTED);
+
+    /* the caller's own copy never overlaps */
+    calib_engine_set(&m, UCS_COPY_BACKEND_MEMCPY, 10e9, 0.02, 0);
+    TH_ASSERT_EQ(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO, chunk,
+                                         &b), UCS_ERR_UNSUPPORTED);
+
+    /* overlaps, but its threads spend as much CPU as the copy: net nothing */
+    calib_engine_set(&m, UCS_COPY_BACKEND_THREAD, 9e9, 0.95, 1.0);
+    TH_ASSERT(ucs_calib_engine_net_overlap(&m.engine[UCS_COPY_BACKEND_THREAD])
+              < 0.0);
+    TH_ASSERT_EQ(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO, chunk,
+                                         &b), UCS_ERR_UNSUPPORTED);
+
+    /* no CPU of its own, keeps up with the network: chosen */
+    calib_engine_set(&m, UCS_COPY_BACKEND_THREAD, 9e9, 0.95, 0);
+    b = UCS_COPY_BACKEND_MEMCPY;
+    TH_ASSERT_UCS_OK(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO,
+                                             chunk, &b));
+    TH_ASSERT_EQ(b, UCS_COPY_BACKEND_THREAD);
+    /* unless the configuration names another backend */
+    TH_ASSERT_EQ(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_MEMCPY, chunk,
+                                         &b), UCS_ERR_UNSUPPORTED);
+
+    /* slower than the network, where the caller's copy is not: the engine
+     * would become the pipeline's bottleneck */
+    calib_engine_set(&m, UCS_COPY_BACKEND_THREAD, 3e9, 0.95, 0);
+    TH_ASSERT_EQ(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO, chunk,
+                                         &b), UCS_ERR_UNSUPPORTED);
+    /* on a network slower still, the same engine keeps up */
+    m.net_bw = 2e9;
+    TH_ASSERT_UCS_OK(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO,
+                                             chunk, &b));
+
+    /* a start latency that dominates small chunks */
+    m.net_bw                                = 5e9;
+    calib_engine_set(&m, UCS_COPY_BACKEND_THREAD, 9e9, 0.95, 0);
+    m.engine[UCS_COPY_BACKEND_THREAD].start = 50e-6;
+    TH_ASSERT_EQ(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO, 65536,
+                                         &b), UCS_ERR_UNSUPPORTED);
+    TH_ASSERT_UCS_OK(ucs_calib_engine_choose(&m, UCS_COPY_BACKEND_AUTO,
+                                             16 << 20, &b));
+}
+
+/* the experiment itself, on the real backends: who pays for the copy */
+TH_TEST(calib, engine_overlap_counts_engine_cpu)
+{
+    const size_t size = 1 << 20;
+    ucs_copy_engine_params_t params = {.name = "test"};
+    ucs_calib_overlap_t ov;
+    ucs_copy_engine_t *engine;
+    uint8_t *src, *dst;
+    double t_memcpy;
+
+    src = malloc(size);
+    dst = malloc(size);
+    TH_ASSERT((src != NULL) && (dst != NULL));
+    memset(src, 0x3c, size);
+
+    /* memcpy: the caller copies, nothing overlaps, no CPU elsewhere */
+    params.backend = UCS_COPY_BACKEND_MEMCPY;
+    TH_ASSERT_UCS_OK(ucs_copy_engine_create(&params, &engine));
+    TH_ASSERT_UCS_OK(ucs_calib_engine_overlap(engine, dst, src, size, &ov));
+    ucs_copy_engine_destroy(engine);
+    th_log("memcpy: copy %.1f us, compute %.1f us, total %.1f us, overlap "
+           "%.2f", ov.t_copy * 1e6, ov.t_compute * 1e6, ov.t_total * 1e6,
+           ov.overlap);
+    TH_ASSERT(ov.t_copy > 0);
+    TH_ASSERT(ov.t_total >= ov.t_compute);
+    TH_ASSERT_DBL(ov.t_engine, ==, 0.0);
+    TH_ASSERT(ov.overlap < 0.5);
+    TH_ASSERT_EQ(memcmp(dst, src, size), 0);
+    t_memcpy = ov.t_copy;
+
+    /* a helper thread: its CPU clock runs for the copy, as the caller's
+     * did (a quarter of it leaves room for noise), and the net overlap
+     * charges that time */
+    memset(dst, 0, size);
+    params.backend = UCS_COPY_BACKEND_THREAD;
+    TH_ASSERT_UCS_OK(ucs_copy_engine_create(&params, &engine));
+    TH_ASSERT_UCS_OK(ucs_calib_engine_overlap(engine, dst, src, size, &ov));
+    ucs_copy_engine_destroy(engine);
+    th_log("thread: copy %.1f us, compute %.1f us, total %.1f us, engine "
+           "CPU %.1f us, overlap %.2f, net %.2f", ov.t_copy * 1e6,
+           ov.t_compute * 1e6, ov.t_total * 1e6, ov.t_engine * 1e6,
+           ov.overlap, ov.net_overlap);
+    TH_ASSERT_DBL(ov.t_engine, >, 0.25 * t_memcpy);
+    TH_ASSERT(calib_close(ov.net_overlap,
+                          ov.overlap - (ov.t_engine / ov.t_copy), 1e-9));
+    TH_ASSERT_EQ(memcmp(dst, src, size), 0);
+
+    free(src);
+    free(dst);
+}
+
 TH_TEST(calib, model_file_errors)
 {
     ucs_calib_model_t r;

@@ -69,6 +69,16 @@ static void print_size_kv(const char *key, size_t size)
     }
 }
 
+/* the backend the superpipeline's auto mode takes for 1 MiB chunks */
+static void print_engine_choice(const ucs_calib_model_t *m, const char *fmt)
+{
+    ucs_copy_backend_t b;
+
+    printf(fmt, (ucs_calib_engine_choose(m, UCS_COPY_BACKEND_AUTO,
+                                         UCS_CALIB_ENGINE_SIZE, &b) == UCS_OK) ?
+                ucs_copy_backend_name(b) : "none");
+}
+
 static void print_parsable(const char *dev, const ucs_calib_model_t *m,
                            const ucs_calib_derived_t *d,
                            ucs_calib_source_t source, double open_time,
@@ -100,6 +110,18 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
                   d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT]);
     print_size_kv("sp_thresh", d->sp_thresh);
     printf("sp_c0=%zu\nsp_q=%.3f\n", d->sp_c0, d->sp_q);
+    for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
+        if (m->engine[i].bw > 0) {
+            printf("engine_%s_start=%.9e\nengine_%s_bw=%.6e\n"
+                   "engine_%s_overlap=%.4f\nengine_%s_net_overlap=%.4f\n",
+                   ucs_copy_backend_name(i), m->engine[i].start,
+                   ucs_copy_backend_name(i), m->engine[i].bw,
+                   ucs_copy_backend_name(i), m->engine[i].overlap,
+                   ucs_copy_backend_name(i),
+                   ucs_calib_engine_net_overlap(&m->engine[i]));
+        }
+    }
+    print_engine_choice(m, "engine_choice=%s\n");
     printf("md_reg_cost_c=%.9e\nmd_reg_cost_m=%.9e\n", md_attr->reg_cost.c,
            md_attr->reg_cost.m);
 }
@@ -147,6 +169,18 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
     printf("superpipeline\n  C_0 %s, q %.3f%s\n", s1, d->sp_q,
            (d->sp_q <= 1.0) ? " (copy slower than the network: fixed chunks)"
                             : "");
+    printf("copy engine (1 MiB copies while the caller computes)\n");
+    for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
+        if (m->engine[i].bw > 0) {
+            printf("  %-8s start %6.2f us, %6.0f MB/s, overlap %5.2f, "
+                   "net of its own CPU %5.2f\n", ucs_copy_backend_name(i),
+                   m->engine[i].start * 1e6, m->engine[i].bw / UCS_MBYTE,
+                   m->engine[i].overlap,
+                   ucs_calib_engine_net_overlap(&m->engine[i]));
+        }
+    }
+    print_engine_choice(m, "  superpipeline stages with: %s "
+                           "(UCX_HCR_SPPLN_COPY_ASYNC=auto)\n");
     printf("md reg_cost (ucx_info -d)\n  %.3f us + %.3f ns/KiB\n",
            md_attr->reg_cost.c * 1e6, md_attr->reg_cost.m * 1e9 * UCS_KBYTE);
 }

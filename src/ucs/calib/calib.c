@@ -36,7 +36,7 @@
  */
 
 /* bump when the measurement or the file format changes meaning */
-#define UCS_CALIB_FORMAT_VERSION 1
+#define UCS_CALIB_FORMAT_VERSION 2
 
 
 typedef enum {
@@ -177,11 +177,13 @@ static ucs_status_t ucs_calib_cache_dir(const ucs_calib_config_t *config,
 static void ucs_calib_cache_path(const char *dir, const char *dev_name,
                                  const char *dev_key, char *path, size_t max)
 {
-    char key[UCS_CALIB_KEY_MAX * 2];
+    char key[UCS_CALIB_KEY_MAX * 3], engine_key[UCS_CALIB_KEY_MAX];
 
-    ucs_snprintf_safe(key, sizeof(key), "v%d|%s|%s|%s",
+    /* the copy engine's settings change what its backends measure */
+    ucs_copy_engine_config_str(engine_key, sizeof(engine_key));
+    ucs_snprintf_safe(key, sizeof(key), "v%d|%s|%s|%s|%s",
                       UCS_CALIB_FORMAT_VERSION, ucs_get_host_name(), dev_name,
-                      dev_key);
+                      dev_key, engine_key);
     ucs_snprintf_safe(path, max, "%s/%s-%s-%08x.model", dir,
                       ucs_get_host_name(), dev_name,
                       ucs_crc32(0, key, strlen(key)));
@@ -196,6 +198,11 @@ static ucs_status_t ucs_calib_measure(const char *dev_name,
 
     memset(model, 0, sizeof(*model));
     status = ucs_calib_measure_memcpy(model);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = ucs_calib_measure_copy_engines(model);
     if (status != UCS_OK) {
         return status;
     }

@@ -11,6 +11,7 @@
 #include <ucs/sys/compiler_def.h>
 #include <ucs/datastruct/linear_func.h>
 #include <ucs/sys/math.h>
+#include <ucs/copy/copy_engine.h>
 #include <stddef.h>
 
 BEGIN_C_DECLS
@@ -33,6 +34,8 @@ BEGIN_C_DECLS
 #define UCS_CALIB_KEY_MAX         256
 #define UCS_CALIB_DEV_NAME_MAX    64
 #define UCS_CALIB_SIZE_INF        SIZE_MAX
+/* size of the copy the engine backends are measured with */
+#define UCS_CALIB_ENGINE_SIZE     UCS_MBYTE
 
 
 /* Pages of a buffer being registered or copied */
@@ -50,6 +53,21 @@ typedef struct {
 } ucs_calib_copy_point_t;
 
 
+/*
+ * One copy engine backend (see calib_copy_engine.c), measured with
+ * UCS_CALIB_ENGINE_SIZE copies posted by a thread that computes until they
+ * complete. bw == 0: not measured.
+ */
+typedef struct {
+    double start;   /* post to completion of a small copy, less the time
+                       memcpy takes for it: seconds */
+    double post;    /* caller's time in a post of a large copy */
+    double bw;      /* bytes per second */
+    double overlap; /* share of the copy time hidden by computing */
+    double cpu;     /* CPU seconds of the engine's own threads per byte */
+} ucs_calib_engine_t;
+
+
 typedef struct ucs_calib_model {
     /* registration and deregistration: seconds = c + m * bytes */
     ucs_linear_func_t      reg[UCS_CALIB_PAGES_LAST];
@@ -63,6 +81,8 @@ typedef struct ucs_calib_model {
     double                 net_latency; /* one-way, seconds */
     double                 net_bw;      /* bytes per second */
     double                 net_gap;     /* seconds between small messages */
+    /* copy engine backends */
+    ucs_calib_engine_t     engine[UCS_COPY_BACKEND_LAST];
     /* how it was obtained */
     double                 measure_time; /* seconds the measurement took */
 } ucs_calib_model_t;
@@ -125,6 +145,52 @@ ucs_status_t ucs_calib_find(const char *dev_name, ucs_calib_model_t *model,
 
 /* Measure memcpy bandwidth by working set and the first-touch cost */
 ucs_status_t ucs_calib_measure_memcpy(ucs_calib_model_t *model);
+
+
+/* Measure the copy engine's backends (those that can run here) */
+ucs_status_t ucs_calib_measure_copy_engines(ucs_calib_model_t *model);
+
+
+/* One overlap experiment, after the I/OAT study (means, seconds per copy) */
+typedef struct {
+    double t_copy;      /* post and wait */
+    double t_compute;   /* computation sized to take about t_copy */
+    double t_total;     /* post, compute, wait */
+    double t_engine;    /* CPU time of the engine's own threads */
+    double overlap;     /* (t_copy + t_compute - t_total) / t_copy */
+    double net_overlap; /* overlap - t_engine / t_copy: what is left when
+                           the engine's threads take a busy core's time */
+} ucs_calib_overlap_t;
+
+
+/**
+ * Overlap of copies of @a size bytes by @a engine with computation of the
+ * posting thread. Used by the calibration and by bench/.
+ */
+ucs_status_t ucs_calib_engine_overlap(ucs_copy_engine_t *engine, void *dst,
+                                      const void *src, size_t size,
+                                      ucs_calib_overlap_t *result);
+
+
+/* Share of a backend's copy time left to the caller when every core is
+ * busy: its overlap less the CPU time of its own threads */
+double ucs_calib_engine_net_overlap(const ucs_calib_engine_t *engine);
+
+
+/**
+ * The copy engine backend that should stage chunks of @a chunk bytes for a
+ * pipeline whose other stage is the network: one whose net overlap frees at
+ * least half of the caller's copy time, and that keeps up with the rate a
+ * copy by the caller would give.
+ *
+ * @param [in]  backend    The one configured, or UCS_COPY_BACKEND_AUTO.
+ * @param [out] backend_p  The backend to use.
+ *
+ * @return UCS_OK, or UCS_ERR_UNSUPPORTED when no backend helps.
+ */
+ucs_status_t ucs_calib_engine_choose(const ucs_calib_model_t *model,
+                                     ucs_copy_backend_t backend, size_t chunk,
+                                     ucs_copy_backend_t *backend_p);
 
 
 /* Least-squares line through (x[i], y[i]) */

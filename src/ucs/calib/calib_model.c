@@ -252,6 +252,7 @@ static const char *ucs_calib_pages_key[] = {
 ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
                                    const char *path)
 {
+    const ucs_calib_engine_t *e;
     char tmp_path[PATH_MAX];
     unsigned i;
     FILE *f;
@@ -265,7 +266,8 @@ ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
         return UCS_ERR_IO_ERROR;
     }
 
-    fprintf(f, "# ucx-hcr cost model: seconds = c + m * bytes; bytes/s\n");
+    fprintf(f, "# ucx-hcr cost model: seconds = c + m * bytes; bytes/s\n"
+               "# engine <backend> start post bw overlap cpu_per_byte\n");
     for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
         fprintf(f, "%s %.9e %.9e\n", ucs_calib_pages_key[i], model->reg[i].c,
                 model->reg[i].m);
@@ -279,6 +281,14 @@ ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
     fprintf(f, "net_latency %.9e\n", model->net_latency);
     fprintf(f, "net_bw %.9e\n", model->net_bw);
     fprintf(f, "net_gap %.9e\n", model->net_gap);
+    for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
+        e = &model->engine[i];
+        if (e->bw > 0) {
+            fprintf(f, "engine %s %.9e %.9e %.9e %.4f %.9e\n",
+                    ucs_copy_backend_name(i), e->start, e->post, e->bw,
+                    e->overlap, e->cpu);
+        }
+    }
     fprintf(f, "measure_time %.9e\n", model->measure_time);
 
     ret = fclose(f);
@@ -288,6 +298,29 @@ ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
         return UCS_ERR_IO_ERROR;
     }
     return UCS_OK;
+}
+
+/* "engine <backend> start post bw overlap cpu_per_byte" */
+static ucs_status_t ucs_calib_engine_line_read(const char *line,
+                                               ucs_calib_model_t *model)
+{
+    ucs_calib_engine_t e;
+    char name[32];
+    unsigned b;
+
+    if ((sscanf(line, "engine %31s %lf %lf %lf %lf %lf", name, &e.start,
+                &e.post, &e.bw, &e.overlap, &e.cpu) != 6) ||
+        (e.start < 0) || (e.post < 0) || (e.bw <= 0) || (e.cpu < 0)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    for (b = 0; b < UCS_COPY_BACKEND_LAST; ++b) {
+        if (!strcmp(name, ucs_copy_backend_name(b))) {
+            model->engine[b] = e;
+            return UCS_OK;
+        }
+    }
+    return UCS_ERR_INVALID_PARAM;
 }
 
 ucs_status_t ucs_calib_model_read(const char *path, ucs_calib_model_t *model)
@@ -307,6 +340,13 @@ ucs_status_t ucs_calib_model_read(const char *path, ucs_calib_model_t *model)
     while (fgets(line, sizeof(line), f) != NULL) {
         ++line_no;
         if ((line[0] == '#') || (line[0] == '\n')) {
+            continue;
+        }
+
+        if (!strncmp(line, "engine ", 7)) {
+            if (ucs_calib_engine_line_read(line, model) != UCS_OK) {
+                goto err_format;
+            }
             continue;
         }
 

@@ -57,6 +57,7 @@ typedef struct {
     const char *tls;
     size_t     max_size;
     int        copy_async; /* stage with the copy engine's helper thread */
+    const char *model;     /* hand-written cost model (UCX_HCR_CALIB_FILE) */
 } sppln_arg_t;
 
 static const size_t sppln_sizes[] = {
@@ -79,7 +80,7 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
     char go;
 
     sppln_env(arg->path, arg->tls);
-    if (arg->copy_async) {
+    if (arg->copy_async && (arg->model == NULL)) {
         setenv("UCX_HCR_SPPLN_COPY_ASYNC", "y", 1);
         setenv("UCX_HCR_COPY_ENGINE", "thread", 1);
     }
@@ -161,14 +162,31 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
 
 static void sppln_run(th_proc_fn_t fn, sppln_arg_t *arg)
 {
+    char path[] = "/tmp/th-sppln-model-XXXXXX";
+    FILE *f;
+    int fd;
+
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    if ((arg == NULL) || (arg->model == NULL)) {
+        th_run_procs(2, fn, arg);
+        return;
+    }
+
+    fd = mkstemp(path);
+    TH_ASSERT(fd >= 0);
+    f = fdopen(fd, "w");
+    TH_ASSERT(f != NULL);
+    fputs(arg->model, f);
+    fclose(f);
+    setenv("UCX_HCR_CALIB_FILE", path, 1);
     th_run_procs(2, fn, arg);
+    unlink(path);
 }
 
 #define SPPLN_PATH_TEST(_path, _max) \
     TH_TEST_TIMEOUT(sppln, integrity_##_path, 300) \
     { \
-        sppln_arg_t arg = {#_path, "hcr", _max, 0}; \
+        sppln_arg_t arg = {#_path, "hcr", _max, 0, NULL}; \
         sppln_run(sppln_integrity_rank, &arg); \
     }
 
@@ -180,7 +198,41 @@ SPPLN_PATH_TEST(zcopy, 16 * SPPLN_MB)
 /* the sender stages chunks with the copy engine (UCX_HCR_SPPLN_COPY_ASYNC) */
 TH_TEST_TIMEOUT(sppln, integrity_sppln_copy_engine, 300)
 {
-    sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 1};
+    sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 1, NULL};
+
+    sppln_run(sppln_integrity_rank, &arg);
+}
+
+/* UCX_HCR_SPPLN_COPY_ASYNC=auto (the default) follows the measured model:
+ * every other test runs with the host's measurement, where the helper
+ * thread's CPU time cancels its overlap, and asserts the engine staged
+ * nothing. Here the model says the thread backend copies as a DMA engine
+ * would (overlap 0.9, no CPU of its own), and the engine is used. */
+#define SPPLN_MODEL_BASE \
+    "reg_resident 4e-6 1e-10\n" \
+    "reg_nonresident 4e-6 4e-10\n" \
+    "dereg 4e-6 5e-11\n" \
+    "copy 65536 2e10\n" \
+    "copy 67108864 8e9\n" \
+    "net_latency 2e-6\n" \
+    "net_bw 5e9\n" \
+    "net_gap 1e-7\n"
+
+TH_TEST_TIMEOUT(sppln, copy_engine_auto_dma_like_model, 300)
+{
+    sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 1,
+                       SPPLN_MODEL_BASE
+                       "engine thread 2e-7 5e-8 3e10 0.9 0\n"};
+
+    sppln_run(sppln_integrity_rank, &arg);
+}
+
+/* the same engine, charged with its threads' CPU time: not used */
+TH_TEST_TIMEOUT(sppln, copy_engine_auto_thread_model, 300)
+{
+    sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 0,
+                       SPPLN_MODEL_BASE
+                       "engine thread 2e-7 5e-8 3e10 0.9 3.3e-11\n"};
 
     sppln_run(sppln_integrity_rank, &arg);
 }
@@ -188,7 +240,7 @@ TH_TEST_TIMEOUT(sppln, integrity_sppln_copy_engine, 300)
 /* rc_verbs has no put-with-notify: each put is followed by an AM */
 TH_TEST_TIMEOUT(sppln, generic_lane_rc_verbs, 300)
 {
-    sppln_arg_t arg = {"sppln", "rc_v", 16 * SPPLN_MB, 0};
+    sppln_arg_t arg = {"sppln", "rc_v", 16 * SPPLN_MB, 0, NULL};
 
     sppln_run(sppln_integrity_rank, &arg);
 }

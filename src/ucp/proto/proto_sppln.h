@@ -66,7 +66,8 @@ typedef struct {
     unsigned         groups;        /* concurrent transfers per side */
     size_t           c0;            /* first chunk, or auto */
     double           q;             /* growth ratio, or 0 for auto */
-    int              copy_async;    /* sender copies with the copy engine */
+    int              copy_async;    /* ternary-auto: sender stages chunks
+                                       with the copy engine */
 } ucp_sppln_config_t;
 
 
@@ -120,6 +121,9 @@ typedef struct {
     int                        have_model;
     size_t                     c0;
     double                     q;
+    int                        copy_async;   /* the copy engine stages the
+                                                sender's chunks, */
+    ucs_copy_backend_t         copy_backend; /* with this backend */
 } ucp_sppln_priv_t;
 
 
@@ -146,7 +150,8 @@ typedef struct ucp_sppln_worker {
     struct ucp_sppln_xfer *rx[UCP_SPPLN_MAX_GROUPS]; /* receive group owners */
     uint64_t           staged[UCP_SPPLN_STAGED_HASH]; /* buffers staged once */
     ucp_sppln_stats_t  stats;
-    ucs_copy_engine_t  *copy_engine; /* UCX_HCR_SPPLN_COPY_ASYNC, or NULL */
+    ucs_copy_engine_t  *copy_engine; /* created on first use, or NULL */
+    int                copy_engine_failed; /* do not try again */
 } ucp_sppln_worker_t;
 
 
@@ -209,6 +214,7 @@ typedef struct ucp_sppln_xfer {
     size_t              received;   /* receiver: bytes copied out */
     ucp_sppln_rts_params_t params;  /* receiver: from the RTS */
     uct_worker_cb_id_t  copy_cb_id; /* sender: watches engine copies */
+    ucs_copy_engine_t   *copy_engine; /* sender: stages chunks, or NULL */
 } ucp_sppln_xfer_t;
 
 
@@ -252,6 +258,9 @@ void ucp_sppln_xfer_put(ucp_sppln_xfer_t *xfer);
 void ucp_sppln_kick(ucp_sppln_xfer_t *xfer);
 
 void ucp_sppln_wait_group(ucp_sppln_worker_t *sw, ucp_sppln_xfer_t *xfer);
+
+ucs_copy_engine_t *ucp_sppln_copy_engine(ucp_sppln_worker_t *sw,
+                                         const ucp_sppln_priv_t *spriv);
 
 ucs_status_t ucp_sppln_send_ctrl(ucp_sppln_xfer_t *xfer, ucp_lane_index_t lane,
                                  uint8_t am_id, uct_pack_callback_t pack_cb);

@@ -88,12 +88,20 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
      "q = copy bandwidth / network bandwidth (at least 1).",
      ucs_offsetof(ucp_sppln_config_t, q), UCS_CONFIG_TYPE_DOUBLE},
 
-    {"COPY_ASYNC", "n",
-     "The sender stages chunks with the asynchronous copy engine\n"
-     "(UCX_HCR_COPY_ENGINE picks its backend) instead of copying them itself,\n"
-     "so that it posts puts and progresses while the next chunks are copied.\n"
-     "The receiver copies out itself.",
-     ucs_offsetof(ucp_sppln_config_t, copy_async), UCS_CONFIG_TYPE_BOOL},
+    {"COPY_ASYNC", "auto",
+     "The sender stages chunks with the asynchronous copy engine instead of\n"
+     "copying them itself, so that it posts puts and progresses while the\n"
+     "next chunks are copied. The receiver copies out itself.\n"
+     " y    - with the backend of UCX_HCR_COPY_ENGINE.\n"
+     " n    - never.\n"
+     " auto - when the measured model of the lane's device names a backend\n"
+     "        (of those UCX_HCR_COPY_ENGINE allows) that hides at least half\n"
+     "        of the copy time net of the CPU time of its own threads, and\n"
+     "        keeps up with the copy by the sender (ucx_hcr_calib shows it).\n"
+     "        A helper thread only gains on cores that would be idle, which\n"
+     "        the model does not assume.",
+     ucs_offsetof(ucp_sppln_config_t, copy_async),
+     UCS_CONFIG_TYPE_TERNARY_AUTO},
 
     {NULL}
 };
@@ -277,6 +285,33 @@ ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
     return UCP_SPPLN_PATH_BCOPY;
 }
 
+/* Whether the copy engine stages the sender's chunks, and with which
+ * backend (UCS_COPY_BACKEND_AUTO: the one UCX_HCR_COPY_ENGINE names) */
+static void ucp_sppln_copy_backend(ucp_sppln_priv_t *spriv,
+                                   const ucp_sppln_config_t *cfg)
+{
+    ucs_status_t status;
+
+    spriv->copy_async   = (cfg->copy_async != UCS_NO);
+    spriv->copy_backend = UCS_COPY_BACKEND_AUTO;
+    if (cfg->copy_async != UCS_AUTO) {
+        return;
+    }
+
+    /* most bytes of a large message travel in full slots */
+    status = spriv->have_model ?
+             ucs_calib_engine_choose(&spriv->model,
+                                     ucs_copy_engine_config_backend(),
+                                     cfg->slot_size, &spriv->copy_backend) :
+             UCS_ERR_UNSUPPORTED;
+    spriv->copy_async = (status == UCS_OK);
+    ucs_debug("rndv/sppln: the %s stages %zu-byte chunks with %s",
+              spriv->have_model ? "measured model" : "lack of a model",
+              cfg->slot_size, spriv->copy_async ?
+              ucs_copy_backend_name(spriv->copy_backend) :
+              "the sender's own copy");
+}
+
 void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name)
 {
     const ucp_sppln_config_t *cfg = ucp_sppln_config();
@@ -310,6 +345,8 @@ void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name)
 
     spriv->c0 = ucs_max(spriv->c0, cfg->sub_size);
     spriv->q  = ucs_min(ucs_max(spriv->q, 1.0), 16.0);
+
+    ucp_sppln_copy_backend(spriv, cfg);
 }
 
 /* Modelled time of a staged transfer: both copies, overlapped with the

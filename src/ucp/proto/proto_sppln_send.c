@@ -177,8 +177,8 @@ static void ucp_sppln_copy_ahead(ucp_sppln_xfer_t *xfer)
         src          = UCS_PTR_BYTE_OFFSET(buffer, offset);
         ++xfer->next_copy;
 
-        if (sw->copy_engine != NULL) {
-            status = ucs_copy_engine_post(sw->copy_engine, dst, src,
+        if (xfer->copy_engine != NULL) {
+            status = ucs_copy_engine_post(xfer->copy_engine, dst, src,
                                           slot->filled, &slot->copy);
             if (status == UCS_INPROGRESS) {
                 slot->copying = 1;
@@ -343,6 +343,7 @@ static ucs_status_t ucp_sppln_xfer_create(ucp_request_t *req,
     xfer->am_lane  = spriv->rts.lane;
     xfer->rma_lane = spriv->rma_lane;
     xfer->copy_cb_id = UCS_CALLBACKQ_ID_NULL;
+    xfer->copy_engine = ucp_sppln_copy_engine(sw, spriv);
     for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
         xfer->slot[s].xfer      = xfer;
         xfer->slot[s].comp.func = ucp_sppln_slot_completed;

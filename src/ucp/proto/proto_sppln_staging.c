@@ -85,16 +85,6 @@ ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
         goto err;
     }
 
-    if (cfg->copy_async) {
-        /* NULL params: the backend of UCX_HCR_COPY_ENGINE */
-        status = ucs_copy_engine_create(NULL, &sw->copy_engine);
-        if (status != UCS_OK) {
-            ucs_diag("rndv/sppln: no copy engine (%s), the sender copies "
-                     "itself", ucs_status_string(status));
-            sw->copy_engine = NULL;
-        }
-    }
-
     ucs_debug("worker %p: rndv/sppln staging %u groups x %d x %zu bytes, "
               "send %p recv %p", worker, sw->groups, UCP_SPPLN_NUM_SLOTS,
               sw->slot_size, sw->base[0], sw->base[1]);
@@ -110,6 +100,33 @@ err:
     }
     ucs_free(sw);
     return status;
+}
+
+/* The worker's copy engine, created when a transfer first wants one; one
+ * per worker, so the first backend asked for is the one used */
+ucs_copy_engine_t *ucp_sppln_copy_engine(ucp_sppln_worker_t *sw,
+                                         const ucp_sppln_priv_t *spriv)
+{
+    ucs_copy_engine_params_t params;
+    ucs_status_t status;
+
+    if (!spriv->copy_async) {
+        return NULL;
+    } else if ((sw->copy_engine != NULL) || sw->copy_engine_failed) {
+        return sw->copy_engine;
+    }
+
+    params.backend = spriv->copy_backend;
+    params.flags   = 0;
+    params.name    = "sppln";
+    status         = ucs_copy_engine_create(&params, &sw->copy_engine);
+    if (status != UCS_OK) {
+        ucs_diag("rndv/sppln: no copy engine (%s), the sender copies itself",
+                 ucs_status_string(status));
+        sw->copy_engine        = NULL;
+        sw->copy_engine_failed = 1;
+    }
+    return sw->copy_engine;
 }
 
 void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker)

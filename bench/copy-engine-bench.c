@@ -1,17 +1,22 @@
 /*
  * Copy engine benchmark, after the I/OAT copy-offload study.
  *
- * 1. Overlap of a posted copy with computation, per backend and size:
+ * 1. Overlap of a posted copy with computation, per backend and size, with
+ *    the experiment the calibration runs (ucs_calib_engine_overlap):
  *      overlap = (T_copy + T_compute - T_total) / T_copy
  *    where T_copy is post+wait alone, T_compute a compute loop sized to take
  *    about T_copy, and T_total post, compute, wait. 1 means the copy was
- *    entirely hidden, 0 that it was not overlapped at all.
+ *    entirely hidden, 0 that it was not overlapped at all. The net overlap
+ *    also charges the CPU time of the engine's own threads: what is left
+ *    when no core is idle.
  * 2. Cache pollution: the time to walk a cache-resident working set after a
  *    large copy done by the calling thread (memcpy) vs by the engine.
  *
- * Medians of REPS runs. Built and run by bench/copy-engine-bench.sh.
+ * Each overlap value is the median of RUNS experiments (each a mean over at
+ * least 5 ms of copies). Built and run by bench/copy-engine-bench.sh.
  */
 #define _GNU_SOURCE
+#include <ucs/calib/calib.h>
 #include <ucs/copy/copy_engine.h>
 
 #include <stdint.h>
@@ -20,7 +25,10 @@
 #include <string.h>
 #include <time.h>
 
+#define RUNS 5
 #define REPS 9
+
+static volatile uint64_t sink;
 
 static double now(void)
 {
@@ -43,30 +51,17 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
-/* compute without touching memory */
-static volatile double sink;
-static void compute(long iters)
+static ucs_copy_engine_t *engine_create(ucs_copy_backend_t backend)
 {
-    double x = 1.0;
-    long i;
+    ucs_copy_engine_params_t params = {.backend = backend, .name = "bench"};
+    ucs_copy_engine_t *engine;
 
-    for (i = 0; i < iters; ++i) {
-        x = x * 1.0000001 + 1e-9;
+    if (ucs_copy_engine_create(&params, &engine) != UCS_OK) {
+        fprintf(stderr, "cannot create a %s engine\n",
+                ucs_copy_backend_name(backend));
+        exit(1);
     }
-    sink = x;
-}
-
-static double iters_per_sec;
-
-static void calibrate_compute(void)
-{
-    long iters = 20000000;
-    double t;
-
-    compute(iters / 10); /* warm up: frequency, caches */
-    t = now();
-    compute(iters);
-    iters_per_sec = iters / (now() - t);
+    return engine;
 }
 
 static void copy_wait(ucs_copy_engine_t *engine, void *dst, void *src,
@@ -88,48 +83,31 @@ static void copy_wait(ucs_copy_engine_t *engine, void *dst, void *src,
 
 static void overlap(ucs_copy_backend_t backend, void *dst, void *src)
 {
-    ucs_copy_engine_params_t params = {.backend = backend, .name = "bench"};
-    double tc[REPS], tp[REPS], tt[REPS], t, t_copy, t_comp, t_total;
-    ucs_copy_engine_t *engine;
-    ucs_copy_req_t req;
+    ucs_copy_engine_t *engine = engine_create(backend);
+    double tc[RUNS], tp[RUNS], tt[RUNS], te[RUNS], ov[RUNS], net[RUNS];
+    ucs_calib_overlap_t result;
     size_t size;
-    long iters;
     int r;
 
-    if (ucs_copy_engine_create(&params, &engine) != UCS_OK) {
-        fprintf(stderr, "cannot create a %s engine\n",
-                ucs_copy_backend_name(backend));
-        exit(1);
-    }
-
-    for (size = 64 * 1024; size <= 16 * 1024 * 1024; size *= 4) {
-        for (r = 0; r < REPS; ++r) {
-            t = now();
-            copy_wait(engine, dst, src, size);
-            tc[r] = now() - t;
-        }
-        t_copy = median(tc, REPS);
-        iters  = (long)(t_copy * iters_per_sec);
-
-        for (r = 0; r < REPS; ++r) {
-            t = now();
-            compute(iters);
-            tp[r] = now() - t;
-
-            t = now();
-            if (ucs_copy_engine_post(engine, dst, src, size, &req) < 0) {
+    for (size = 64 * 1024; size <= 16 * 1024 * 1024; size *= 2) {
+        for (r = 0; r < RUNS; ++r) {
+            if (ucs_calib_engine_overlap(engine, dst, src, size, &result) !=
+                UCS_OK) {
+                fprintf(stderr, "overlap experiment failed\n");
                 exit(1);
             }
-            compute(iters);
-            ucs_copy_engine_wait(engine, &req);
-            tt[r] = now() - t;
+            tc[r]  = result.t_copy;
+            tp[r]  = result.t_compute;
+            tt[r]  = result.t_total;
+            te[r]  = result.t_engine;
+            ov[r]  = result.overlap;
+            net[r] = result.net_overlap;
         }
-        t_comp  = median(tp, REPS);
-        t_total = median(tt, REPS);
-        printf("%-7s %9zu %10.1f %10.1f %10.1f %8.2f\n",
-               ucs_copy_backend_name(backend), size / 1024, t_copy * 1e6,
-               t_comp * 1e6, t_total * 1e6,
-               (t_copy + t_comp - t_total) / t_copy);
+        printf("%-7s %9zu %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f\n",
+               ucs_copy_backend_name(backend), size / 1024,
+               median(tc, RUNS) * 1e6, median(tp, RUNS) * 1e6,
+               median(tt, RUNS) * 1e6, median(te, RUNS) * 1e6,
+               median(ov, RUNS), median(net, RUNS));
     }
     ucs_copy_engine_destroy(engine);
 }
@@ -149,16 +127,13 @@ static double walk(volatile uint64_t *ws, size_t n)
 
 static void pollution(void *dst, void *src, size_t copy_size, size_t ws_size)
 {
-    ucs_copy_engine_params_t params = {.backend = UCS_COPY_BACKEND_THREAD,
-                                       .name    = "bench"};
+    ucs_copy_engine_t *engine = engine_create(UCS_COPY_BACKEND_THREAD);
     double cpu[REPS], eng[REPS], warm[REPS];
     uint64_t *ws = malloc(ws_size);
     size_t n     = ws_size / sizeof(*ws);
-    ucs_copy_engine_t *engine;
     int r;
 
     memset(ws, 1, ws_size);
-    ucs_copy_engine_create(&params, &engine);
     for (r = 0; r < REPS; ++r) {
         walk(ws, n);
         warm[r] = walk(ws, n);
@@ -186,10 +161,12 @@ int main(void)
 
     memset(src, 1, max);
     memset(dst, 2, max);
-    calibrate_compute();
 
-    printf("%-7s %9s %10s %10s %10s %8s\n", "backend", "size_KiB",
-           "T_copy_us", "T_comp_us", "T_total_us", "overlap");
+    printf("# medians of %d experiments; engine_us: CPU time of the engine's "
+           "own threads per copy\n", RUNS);
+    printf("%-7s %9s %10s %10s %10s %10s %8s %8s\n", "backend", "size_KiB",
+           "T_copy_us", "T_comp_us", "T_total_us", "engine_us", "overlap",
+           "net");
     overlap(UCS_COPY_BACKEND_MEMCPY, dst, src);
     overlap(UCS_COPY_BACKEND_THREAD, dst, src);
     printf("\n");

@@ -7,7 +7,10 @@
 # engine's helper thread included). Configurations:
 #   cpu     - the sender copies chunks into its staging slots itself;
 #   thread  - UCX_HCR_SPPLN_COPY_ASYNC=y, UCX_HCR_COPY_ENGINE=thread;
-#   memcpy  - the engine's synchronous backend (the engine's own overhead).
+#   memcpy  - the engine's synchronous backend (the engine's own overhead);
+#   auto    - the default: the measured model decides (ucx_hcr_calib shows
+#             its choice; on a host where the helper thread's CPU time
+#             cancels its overlap, it is the sender's own copy).
 # RUNS runs (default 5), interleaved; the table shows medians. Writes
 # bench/results/sppln-copy-engine.txt. Extra environment is passed through.
 set -euo pipefail
@@ -20,8 +23,9 @@ declare -A cfg=(
     [cpu]="UCX_HCR_SPPLN_COPY_ASYNC=n"
     [thread]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_HCR_COPY_ENGINE=thread"
     [memcpy]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_HCR_COPY_ENGINE=memcpy"
+    [auto]="UCX_HCR_SPPLN_COPY_ASYNC=auto"
 )
-names="cpu thread memcpy"
+names="cpu thread memcpy auto"
 base="$(softverbs_env) UCX_WARN_UNUSED_ENV_VARS=n UCX_TLS=hcr"
 base="$base UCX_HCR_SPPLN_PATH=sppln"
 
@@ -56,8 +60,9 @@ for s in sorted(data[names[0]]):
         print("%-8d %-7s %12.0f %12.0f %14.0f %15.0f" % (s, n, f, b, ct, cp))
 print()
 for s in sorted(data[names[0]]):
-    c, t = data["cpu"][s], data["thread"][s]
-    print("%d B: first send thread/cpu %.2f, sending thread CPU thread/cpu "
-          "%.2f" % (s, t[0] / c[0], t[2] / c[2]))
+    c, t, a = data["cpu"][s], data["thread"][s], data["auto"][s]
+    print("%d B: first send thread/cpu %.2f, auto/cpu %.2f; sending thread "
+          "CPU thread/cpu %.2f, auto/cpu %.2f" % (s, t[0] / c[0], a[0] / c[0],
+                                                 t[2] / c[2], a[2] / c[2]))
 PY
 cat "$out/sppln-copy-engine.txt"

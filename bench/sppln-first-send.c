@@ -13,103 +13,7 @@
  *
  *   sppln-first-send [-n first_iters] [-b best_iters] [-s size]...
  */
-#include <ucp/api/ucp.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-static ucp_context_h ctx;
-static ucp_worker_h worker;
-static ucp_ep_h ep;
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void die(const char *what, ucs_status_t status)
-{
-    fprintf(stderr, "%s: %s\n", what, ucs_status_string(status));
-    exit(1);
-}
-
-static void wait_req(void *req)
-{
-    ucs_status_t status;
-
-    if (UCS_PTR_IS_ERR(req)) {
-        die("request", UCS_PTR_STATUS(req));
-    }
-    if (req == NULL) {
-        return;
-    }
-    do {
-        ucp_worker_progress(worker);
-        status = ucp_request_check_status(req);
-    } while (status == UCS_INPROGRESS);
-    if (status != UCS_OK) {
-        die("request", status);
-    }
-    ucp_request_free(req);
-}
-
-static void setup(int sock)
-{
-    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
-                           .features   = UCP_FEATURE_TAG};
-    ucp_worker_params_t wparams = {0};
-    ucp_ep_params_t eparams     = {0};
-    ucp_address_t *addr, *peer;
-    size_t len, plen;
-    ucs_status_t status;
-
-    status = ucp_init(&params, NULL, &ctx);
-    if (status != UCS_OK) {
-        die("ucp_init", status);
-    }
-    status = ucp_worker_create(ctx, &wparams, &worker);
-    if (status != UCS_OK) {
-        die("ucp_worker_create", status);
-    }
-    ucp_worker_get_address(worker, &addr, &len);
-    if ((write(sock, &len, sizeof(len)) != sizeof(len)) ||
-        (write(sock, addr, len) != (ssize_t)len) ||
-        (read(sock, &plen, sizeof(plen)) != sizeof(plen))) {
-        die("address exchange", UCS_ERR_IO_ERROR);
-    }
-    peer = malloc(plen);
-    if (recv(sock, peer, plen, MSG_WAITALL) != (ssize_t)plen) {
-        die("address exchange", UCS_ERR_IO_ERROR);
-    }
-    eparams.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    eparams.address    = peer;
-    status             = ucp_ep_create(worker, &eparams, &ep);
-    if (status != UCS_OK) {
-        die("ucp_ep_create", status);
-    }
-    ucp_worker_release_address(worker, addr);
-    free(peer);
-}
-
-static void *map(size_t size)
-{
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-    if (p == MAP_FAILED) {
-        die("mmap", UCS_ERR_NO_MEMORY);
-    }
-    return p;
-}
+#include "ucp_pair.h"
 
 /* one message and its 1-byte answer; returns seconds on the sender */
 static double one(int sender, void *buf, size_t size)
@@ -186,7 +90,7 @@ static void run(int sender, size_t size, int n_first, int n_best)
 int main(int argc, char **argv)
 {
     size_t sizes[64];
-    int n_sizes = 0, n_first = 9, n_best = 20, sv[2], c, i, sender, st;
+    int n_sizes = 0, n_first = 9, n_best = 20, c, i, sender;
     size_t s;
     pid_t pid;
 
@@ -210,21 +114,11 @@ int main(int argc, char **argv)
         n_first = 9;
     }
 
-    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-    pid    = fork();
-    sender = (pid != 0);
-    setup(sv[sender ? 0 : 1]);
+    sender = pair_start(&pid);
     for (i = 0; i < n_sizes; ++i) {
         run(sender, sizes[i], n_first, n_best);
     }
     /* quiesce before teardown */
     one(sender, &c, 1);
-    ucp_ep_destroy(ep);
-    ucp_worker_destroy(worker);
-    ucp_cleanup(ctx);
-    if (sender) {
-        waitpid(pid, &st, 0);
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-    }
-    return 0;
+    return pair_end(sender, pid);
 }

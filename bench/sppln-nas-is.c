@@ -1,0 +1,168 @@
+/*
+ * A benchmark modelled on NAS IS (integer sort), two ranks on this host, one
+ * transport configuration per run (set by the environment: UCX_TLS, ...).
+ * Each iteration, on each rank:
+ *  1. generate its keys (uniform in [0, max_key)) into a fresh mapping;
+ *  2. bucket them by owner (rank r owns the keys of half r of the range)
+ *     into a fresh send buffer;
+ *  3. exchange the bucket sizes, then the buckets: the peer's bucket goes
+ *     out of the fresh send buffer, the peer's keys for this rank land in a
+ *     fresh receive buffer (tagged send and receive, both in flight);
+ *  4. rank the keys it owns (a counting sort over its half of the range)
+ *     and check that every key arrived and is in its range;
+ *  5. unmap the iteration's buffers.
+ * So every exchange is from and into buffers never used before, as in the
+ * superpipeline paper's NAS IS experiment: registration caches cannot help.
+ * Prints, on rank 0, after one untimed iteration:
+ *   total_s per_iter_ms exchange_ms_per_iter bytes_sent_per_iter
+ * (the exchange: step 3, as rank 0 sees it)
+ *
+ *   sppln-nas-is [-k log2_total_keys] [-m log2_max_key] [-i iterations]
+ */
+#include "ucp_pair.h"
+
+#include <stdint.h>
+
+#define TAG_SIZE 10
+#define TAG_KEYS 11
+
+static uint64_t lcg_next(uint64_t *state)
+{
+    *state = (*state * 6364136223846793005ull) + 1442695040888963407ull;
+    return *state >> 33;
+}
+
+/* bytes of a mapping of n keys (at least one: mmap refuses 0) */
+static size_t keys_bytes(size_t n)
+{
+    return ((n > 0) ? n : 1) * sizeof(uint32_t);
+}
+
+static void *map_keys(size_t n)
+{
+    return map(keys_bytes(n));
+}
+
+/* exchange 8 bytes each way */
+static uint64_t swap_u64(uint64_t mine)
+{
+    ucp_request_param_t param = {0};
+    uint64_t theirs;
+    void *rreq, *sreq;
+
+    rreq = ucp_tag_recv_nbx(worker, &theirs, sizeof(theirs), TAG_SIZE,
+                            (ucp_tag_t)-1, &param);
+    sreq = ucp_tag_send_nbx(ep, &mine, sizeof(mine), TAG_SIZE, &param);
+    wait_req(sreq);
+    wait_req(rreq);
+    return theirs;
+}
+
+/* returns the seconds of step 3, the exchange */
+static double iteration(int rank, int iter, size_t n_keys, uint32_t max_key)
+{
+    ucp_request_param_t param = {0};
+    uint32_t half = max_key / 2, lo = rank * half, key;
+    uint32_t *keys, *sendbuf, *recvbuf, *mine, *counts;
+    size_t n_peer = 0, n_mine = 0, n_recv, i, total;
+    uint64_t seed = ((uint64_t)iter << 8) | (uint64_t)rank;
+    void *rreq, *sreq;
+    double t_exchange;
+
+    /* 1. keys */
+    keys = map_keys(n_keys);
+    for (i = 0; i < n_keys; ++i) {
+        keys[i] = (uint32_t)(lcg_next(&seed) % max_key);
+    }
+
+    /* 2. buckets: this rank's keys first, the peer's from the end */
+    sendbuf = map_keys(n_keys);
+    for (i = 0; i < n_keys; ++i) {
+        if ((keys[i] / half) == (uint32_t)rank) {
+            sendbuf[n_mine++] = keys[i];
+        } else {
+            sendbuf[n_keys - 1 - n_peer++] = keys[i];
+        }
+    }
+
+    /* 3. exchange */
+    t_exchange = now();
+    n_recv     = swap_u64(n_peer);
+    recvbuf = map_keys(n_recv);
+    rreq    = ucp_tag_recv_nbx(worker, recvbuf, n_recv * sizeof(uint32_t),
+                               TAG_KEYS, (ucp_tag_t)-1, &param);
+    sreq    = ucp_tag_send_nbx(ep, sendbuf + n_keys - n_peer,
+                               n_peer * sizeof(uint32_t), TAG_KEYS, &param);
+    wait_req(sreq);
+    wait_req(rreq);
+    t_exchange = now() - t_exchange;
+
+    /* 4. rank this rank's keys: counting sort over its half of the range */
+    counts = map_keys(half);
+    mine   = sendbuf;
+    for (i = 0; i < n_mine + n_recv; ++i) {
+        key = (i < n_mine) ? mine[i] : recvbuf[i - n_mine];
+        if ((key < lo) || (key >= lo + half)) {
+            fprintf(stderr, "rank %d: key %u out of [%u, %u)\n", rank, key,
+                    lo, lo + half);
+            exit(1);
+        }
+        ++counts[key - lo];
+    }
+    for (i = 0, total = 0; i < half; ++i) {
+        total += counts[i];
+    }
+    if (total != n_mine + n_recv) {
+        fprintf(stderr, "rank %d: ranked %zu keys of %zu\n", rank, total,
+                n_mine + n_recv);
+        exit(1);
+    }
+
+    /* 5. every buffer of this iteration goes */
+    munmap(counts, keys_bytes(half));
+    munmap(recvbuf, keys_bytes(n_recv));
+    munmap(sendbuf, keys_bytes(n_keys));
+    munmap(keys, keys_bytes(n_keys));
+    return t_exchange;
+}
+
+int main(int argc, char **argv)
+{
+    int log_keys = 23, log_max = 19, iters = 10, c, i, parent;
+    double t0, t_total, t_exchange = 0;
+    size_t n_keys;
+    pid_t pid;
+
+    while ((c = getopt(argc, argv, "k:m:i:")) != -1) {
+        switch (c) {
+        case 'k': log_keys = atoi(optarg); break;
+        case 'm': log_max = atoi(optarg); break;
+        case 'i': iters = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: %s [-k log2_keys] [-m log2_max_key] "
+                    "[-i iterations]\n", argv[0]);
+            return 2;
+        }
+    }
+    if ((log_keys < 4) || (log_keys > 30) || (log_max < 2) ||
+        (log_max > 31) || (iters < 1)) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+
+    n_keys = (size_t)1 << (log_keys - 1); /* per rank */
+    parent = pair_start(&pid);
+    iteration(!parent, 0, n_keys, 1u << log_max); /* untimed */
+    swap_u64(0);
+    t0 = now();
+    for (i = 1; i <= iters; ++i) {
+        t_exchange += iteration(!parent, i, n_keys, 1u << log_max);
+    }
+    swap_u64(0);
+    t_total = now() - t0;
+    if (parent) {
+        printf("%.6f %.3f %.3f %zu\n", t_total, t_total * 1e3 / iters,
+               t_exchange * 1e3 / iters, n_keys * sizeof(uint32_t) / 2);
+    }
+    return pair_end(parent, pid);
+}

@@ -1,0 +1,53 @@
+#!/bin/bash
+# A benchmark modelled on NAS IS (issue 6; bench/sppln-nas-is.c): every
+# iteration exchanges keys from and into buffers never used before. Total
+# time and exchange time of hcr with the automatic per-message choice vs
+# rc_verbs with UCX's registration cache, side by side: RUNS runs (default
+# 5), interleaved; the table shows medians. Goal: total time hcr / rc_verbs
+# <= 0.75. Writes bench/results/sppln-nas-is.txt. Extra environment (e.g.
+# SOFTVERBS_REG_COST_US=20) is passed through; NAS_IS_ARGS (default
+# "-k 23 -m 19 -i 10", class A's keys) sets the problem.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+RUNS=${RUNS:-5}
+ARGS=${NAS_IS_ARGS:--k 23 -m 19 -i 10}
+bench_prepare
+bench_cc_ucp "$tmp/nis" "$bench_top/bench/sppln-nas-is.c"
+
+declare -A cfg=(
+    [hcr-auto]="UCX_TLS=hcr"
+    [rcv-rcache]="UCX_TLS=rc_v"
+)
+names="hcr-auto rcv-rcache"
+base="$(softverbs_env) UCX_WARN_UNUSED_ENV_VARS=n"
+
+for r in $(seq "$RUNS"); do
+    for n in $names; do
+        # shellcheck disable=SC2086
+        env $base ${cfg[$n]} timeout 300 "$tmp/nis" $ARGS > "$tmp/$n.$r" ||
+            { echo "$n run $r failed" >&2; exit 1; }
+    done
+done
+
+python3 - "$tmp" "$RUNS" "$ARGS" $names > "$out/sppln-nas-is.txt" <<'PY'
+import sys, statistics
+tmp, runs, args, names = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+med = {}
+for n in names:
+    rows = [list(map(float, open(f"{tmp}/{n}.{r}").read().split()))
+            for r in range(1, runs + 1)]
+    med[n] = [statistics.median(row[i] for row in rows) for i in range(4)]
+print("# NAS IS-like exchange (%s), fresh buffers every iteration; medians "
+      "of %d runs" % (args, runs))
+print("%-11s %9s %14s %15s %14s" % ("config", "total s", "per iter ms",
+                                     "exchange ms", "MiB each way"))
+for n in names:
+    t, it, ex, b = med[n]
+    print("%-11s %9.3f %14.2f %15.2f %14.1f" % (n, t, it, ex, b / 2**20))
+h, r = med["hcr-auto"], med["rcv-rcache"]
+print()
+print("total time hcr-auto / rc_verbs:    %.2f (goal <= 0.75)%s"
+      % (h[0] / r[0], "" if h[0] / r[0] <= 0.75 else "    -- missed"))
+print("exchange time hcr-auto / rc_verbs: %.2f" % (h[2] / r[2]))
+PY
+cat "$out/sppln-nas-is.txt"

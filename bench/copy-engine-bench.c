@@ -19,6 +19,8 @@
 #include <ucs/calib/calib.h>
 #include <ucs/copy/copy_engine.h>
 
+#include "bench_util.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,27 +31,6 @@
 #define REPS 9
 
 static volatile uint64_t sink;
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return v[n / 2];
-}
 
 static ucs_copy_engine_t *engine_create(ucs_copy_backend_t backend)
 {

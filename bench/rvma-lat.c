@@ -23,6 +23,8 @@
 #include <ucp/api/ucp.h>
 #include <ucp/api/ucpx_rvma.h>
 
+#include "bench_util.h"
+
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,14 +42,6 @@
 static ucp_context_h ctx;
 static ucp_worker_h worker;
 static ucp_ep_h eps[MAX_PROCS];
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void check(const char *what, ucs_status_t status)
 {
@@ -162,19 +156,6 @@ static ucp_rkey_h swap_rkey(int fd, ucp_ep_h ep, void *buf, size_t len,
     check("rkey_unpack", ucp_ep_rkey_unpack(ep, peer, &rkey));
     free(peer);
     return rkey;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof(*v), cmp_double);
-    return v[n / 2];
 }
 
 /* ---- latency ------------------------------------------------------------- */

@@ -41,13 +41,6 @@ static double cpu_now(clockid_t clock)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
-}
-
 static void run(int sender, size_t size, int n_first, int n_best)
 {
     double t[256], cpu_t[256], cpu_p[256], best = 1e9, first, c_t, c_p;
@@ -66,9 +59,9 @@ static void run(int sender, size_t size, int n_first, int n_best)
         cpu_p[i] = cpu_now(CLOCK_PROCESS_CPUTIME_ID) - c_p;
         munmap(buf, size);
     }
-    qsort(t, n_first, sizeof(t[0]), cmp);
-    qsort(cpu_t, n_first, sizeof(t[0]), cmp);
-    qsort(cpu_p, n_first, sizeof(t[0]), cmp);
+    qsort(t, n_first, sizeof(t[0]), cmp_double);
+    qsort(cpu_t, n_first, sizeof(t[0]), cmp_double);
+    qsort(cpu_p, n_first, sizeof(t[0]), cmp_double);
     first = t[n_first / 2];
 
     buf = map(size);

@@ -8,6 +8,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include "bench_util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +22,6 @@
 static ucp_context_h ctx;
 static ucp_worker_h worker;
 static ucp_ep_h ep;
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, ucs_status_t status)
 {

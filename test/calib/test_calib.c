@@ -132,6 +132,17 @@ static void calib_tmpfile(char *path, size_t max, const char *content)
     }
 }
 
+/* a model file holding @a text is refused as malformed */
+static void calib_assert_rejected(const char *text)
+{
+    ucs_calib_model_t r;
+    char path[64];
+
+    calib_tmpfile(path, sizeof(path), text);
+    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
+    unlink(path);
+}
+
 TH_TEST(calib, model_file_roundtrip)
 {
     ucs_calib_model_t m, r;
@@ -200,15 +211,9 @@ TH_TEST(calib, model_file_engines)
     TH_ASSERT_DBL(r.engine[UCS_COPY_BACKEND_MEMCPY].bw, ==, 0.0);
 
     setenv("UCX_LOG_LEVEL", "fatal", 1); /* the errors are expected */
-    calib_tmpfile(path, sizeof(path), "engine dma 0 0 1e10 0.9 0\n");
-    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
-    unlink(path);
-    calib_tmpfile(path, sizeof(path), "engine thread 0 0 1e10 0.9\n");
-    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
-    unlink(path);
-    calib_tmpfile(path, sizeof(path), "engine thread 0 0 1e10 0.9 -1\n");
-    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
-    unlink(path);
+    calib_assert_rejected("engine dma 0 0 1e10 0.9 0\n");
+    calib_assert_rejected("engine thread 0 0 1e10 0.9\n");
+    calib_assert_rejected("engine thread 0 0 1e10 0.9 -1\n");
 }
 
 /* an engine measured as a DMA engine would be: overlap, no CPU of its own */
@@ -329,23 +334,14 @@ TH_TEST(calib, engine_overlap_counts_engine_cpu)
 TH_TEST(calib, model_file_errors)
 {
     ucs_calib_model_t r;
-    char path[64];
 
     setenv("UCX_LOG_LEVEL", "fatal", 1); /* the errors are expected */
     TH_ASSERT_EQ(ucs_calib_model_read("/nonexistent/model", &r),
                  UCS_ERR_NO_ELEM);
 
-    calib_tmpfile(path, sizeof(path), "reg_resident 1e-6 1e-10\n");
-    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
-    unlink(path);
-
-    calib_tmpfile(path, sizeof(path), "reg_resident one two\n");
-    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
-    unlink(path);
-
-    calib_tmpfile(path, sizeof(path), "frobnicate 1 2\n");
-    TH_ASSERT_EQ(ucs_calib_model_read(path, &r), UCS_ERR_INVALID_PARAM);
-    unlink(path);
+    calib_assert_rejected("reg_resident 1e-6 1e-10\n");
+    calib_assert_rejected("reg_resident one two\n");
+    calib_assert_rejected("frobnicate 1 2\n");
 }
 
 /* a private cache directory, so that the test measures */

@@ -10,6 +10,7 @@
 #include <ucs/type/status.h>
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -366,4 +367,62 @@ TH_TEST(copy_engine, helper_placement)
 
     ucs_copy_engine_destroy(engine);
     TH_ASSERT_EQ(sched_setaffinity(0, sizeof(both), &both), 0);
+}
+
+/* Posts 64 KiB copies @a count times, @a gap_us apart (the helper idles
+ * in between); returns how many of them had to wake a sleeping helper */
+static uint64_t engine_paced_wakeups(ucs_copy_engine_t *engine,
+                                     unsigned count, unsigned gap_us)
+{
+    static uint8_t src[65536], dst[65536];
+    ucs_copy_engine_attr_t attr;
+    ucs_copy_req_t req;
+    uint64_t before;
+    unsigned i;
+
+    ucs_copy_engine_query(engine, &attr);
+    before = attr.num_wakeups;
+    for (i = 0; i < count; ++i) {
+        memset(src, i, sizeof(src));
+        TH_ASSERT_EQ(ucs_copy_engine_post(engine, dst, src, sizeof(src),
+                                          &req), UCS_INPROGRESS);
+        TH_ASSERT_EQ(ucs_copy_engine_wait(engine, &req), UCS_OK);
+        TH_ASSERT_EQ(memcmp(dst, src, sizeof(src)), 0);
+        usleep(gap_us);
+    }
+    ucs_copy_engine_query(engine, &attr);
+    return attr.num_wakeups - before;
+}
+
+/* The helper's polling window grows when copies come at a steady pace
+ * (fewer wake-ups than with a fixed window), and shrinks again after long
+ * idle times */
+TH_TEST(copy_engine, spin_window_adapts)
+{
+    ucs_copy_engine_t *engine;
+    uint64_t fixed, adaptive, after_idle;
+
+    setenv("UCX_HCR_COPY_SPIN_TIME", "10us", 1);
+    setenv("UCX_HCR_COPY_SPIN_MAX", "10us", 1);
+    engine = engine_create(UCS_COPY_BACKEND_THREAD);
+    fixed  = engine_paced_wakeups(engine, 40, 400);
+    ucs_copy_engine_destroy(engine);
+
+    setenv("UCX_HCR_COPY_SPIN_MAX", "5ms", 1);
+    engine   = engine_create(UCS_COPY_BACKEND_THREAD);
+    adaptive = engine_paced_wakeups(engine, 40, 400);
+    th_log("400 us apart: %" PRIu64 " of 40 posts woke the helper with a "
+           "fixed 10 us window, %" PRIu64 " with an adaptive one", fixed,
+           adaptive);
+    TH_ASSERT(fixed >= 30);
+    TH_ASSERT(adaptive <= 15);
+
+    /* six idle times longer than SPIN_MAX halve the window six times,
+     * below the 400 us gap again */
+    TH_ASSERT(engine_paced_wakeups(engine, 6, 20000) >= 5);
+    after_idle = engine_paced_wakeups(engine, 3, 400);
+    th_log("after long idle times: %" PRIu64 " of 3 posts woke the helper",
+           after_idle);
+    TH_ASSERT(after_idle >= 1);
+    ucs_copy_engine_destroy(engine);
 }

@@ -77,6 +77,16 @@ static ucs_config_field_t ucs_copy_engine_config_table[] = {
      ucs_offsetof(ucs_copy_engine_config_t, spin_time),
      UCS_CONFIG_TYPE_TIME},
 
+    {"SPIN_MAX", "1ms",
+     "Longest polling window of an idle helper thread. The window starts at\n"
+     "SPIN_TIME and doubles each time a helper is woken less than SPIN_MAX\n"
+     "after it went to sleep (copies come at a steady pace, and waking a\n"
+     "thread costs tens of microseconds on a virtual machine); it halves\n"
+     "after a longer sleep. Polling costs a core meanwhile. A value not above\n"
+     "SPIN_TIME keeps the window fixed.",
+     ucs_offsetof(ucs_copy_engine_config_t, spin_max),
+     UCS_CONFIG_TYPE_TIME},
+
     {NULL}
 };
 
@@ -119,9 +129,10 @@ void ucs_copy_engine_config_str(char *buf, size_t max)
     }
 
     ucs_snprintf_safe(buf, max, "threads=%u,cpus=%s,inline=%zu,chunk=%zu,"
-                      "queue=%u,spin=%.0fns", config.num_threads, config.cpus,
-                      config.inline_thresh, config.chunk_size,
-                      config.queue_len, config.spin_time * 1e9);
+                      "queue=%u,spin=%.0fns,spin_max=%.0fns", config.num_threads,
+                      config.cpus, config.inline_thresh, config.chunk_size,
+                      config.queue_len, config.spin_time * 1e9,
+                      config.spin_max * 1e9);
     ucs_config_parser_release_opts(&config, ucs_copy_engine_config_table);
 }
 
@@ -293,6 +304,9 @@ void ucs_copy_engine_query(ucs_copy_engine_t *engine,
     attr->num_threads   = engine->num_threads;
     attr->inline_thresh = engine->inline_thresh;
     attr->max_inflight  = engine->max_inflight;
-    attr->cpu_time      = (engine->ops->cpu_time != NULL) ?
-                          engine->ops->cpu_time(engine) : 0.0;
+    attr->cpu_time      = 0.0;
+    attr->num_wakeups   = 0;
+    if (engine->ops->query != NULL) {
+        engine->ops->query(engine, attr);
+    }
 }

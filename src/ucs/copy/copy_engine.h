@@ -106,6 +106,9 @@ typedef struct ucs_copy_engine_attr {
                                            copies cost the rest of the host
                                            (0 for memcpy, whose copies the
                                            caller pays for) */
+    uint64_t           num_wakeups;   /**< Posts that had to wake a sleeping
+                                           helper (see
+                                           UCX_HCR_COPY_SPIN_MAX) */
 } ucs_copy_engine_attr_t;
 
 

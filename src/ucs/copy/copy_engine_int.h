@@ -20,6 +20,7 @@ typedef struct ucs_copy_engine_config {
     size_t             chunk_size;
     unsigned           queue_len;
     double             spin_time;
+    double             spin_max;
     char               *cpus;
 } ucs_copy_engine_config_t;
 
@@ -34,8 +35,10 @@ typedef struct ucs_copy_backend_ops {
     /* copies above the inline threshold; may return UCS_ERR_NO_RESOURCE */
     ucs_status_t (*post)(ucs_copy_engine_t *engine, const ucs_copy_iov_t *iov,
                          size_t iovcnt, size_t total, ucs_copy_req_t *req);
-    /* CPU seconds of the backend's own threads; NULL when it has none */
-    double       (*cpu_time)(ucs_copy_engine_t *engine);
+    /* what the backend's own threads cost (attr->cpu_time,
+     * attr->num_wakeups); NULL when it has none */
+    void         (*query)(ucs_copy_engine_t *engine,
+                          ucs_copy_engine_attr_t *attr);
 } ucs_copy_backend_ops_t;
 
 

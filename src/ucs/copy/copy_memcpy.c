@@ -63,5 +63,5 @@ const ucs_copy_backend_ops_t ucs_copy_memcpy_ops = {
     .create   = ucs_copy_memcpy_create,
     .destroy  = ucs_copy_memcpy_destroy,
     .post     = ucs_copy_memcpy_post,
-    .cpu_time = NULL /* the caller's own time */
+    .query    = NULL /* the caller's own time */
 };

@@ -34,12 +34,18 @@
  * in a ring. Helpers take pieces in order, copy, and account for them in the
  * request; the last piece publishes the request's status.
  *
- * Locking: 'lock' guards the ring contents, head, tail, sleepers and
- * shutdown. An idle helper first polls head/tail without the lock (they are
- * only advanced under it, so a stale read merely delays it) for
- * UCX_HCR_COPY_SPIN_TIME, then sleeps on 'cond'; a producer signals only when
+ * Locking: 'lock' guards the ring contents, head, tail, sleepers,
+ * spin_window, num_wakeups and shutdown. An idle helper first polls head/tail without the
+ * lock (they are only advanced under it, so a stale read merely delays it)
+ * for the polling window, then sleeps on 'cond'; a producer signals only when
  * a helper sleeps, so the fast path of a busy engine takes the lock once per
  * post and makes no system call.
+ *
+ * The polling window adapts like KVM's halt polling: waking a sleeping thread
+ * costs tens of microseconds on a virtual machine, which a copy posted every
+ * 100 us or so would pay each time. A helper woken soon after it went to
+ * sleep (less than UCX_HCR_COPY_SPIN_MAX) doubles the window, up to that
+ * maximum; one that slept longer halves it, down to UCX_HCR_COPY_SPIN_TIME.
  */
 
 typedef struct ucs_copy_piece {
@@ -60,7 +66,10 @@ typedef struct ucs_copy_thread_engine {
     unsigned          sleepers;
     volatile int      shutdown;
     size_t            chunk_size;
-    ucs_time_t        spin_time;
+    ucs_time_t        spin_time;   /* shortest polling window */
+    ucs_time_t        spin_max;    /* longest polling window */
+    ucs_time_t        spin_window; /* current polling window */
+    uint64_t          num_wakeups; /* posts that woke a sleeping helper */
     unsigned          num_started;
     pthread_t         *threads;
     /* placement (UCX_HCR_COPY_CPUS=auto): keep helpers off the caller's core
@@ -77,27 +86,48 @@ static int ucs_copy_thread_has_work(ucs_copy_thread_engine_t *engine)
     return (engine->head != engine->tail) || engine->shutdown;
 }
 
+/* Lock held: a helper slept for @a slept; adapt the polling window */
+static void ucs_copy_thread_adapt_spin(ucs_copy_thread_engine_t *engine,
+                                       ucs_time_t slept)
+{
+    if (slept < engine->spin_max) {
+        /* from a zero SPIN_TIME too */
+        engine->spin_window = ucs_min(ucs_max(engine->spin_window * 2,
+                                              ucs_time_from_usec(1)),
+                                      engine->spin_max);
+    } else {
+        engine->spin_window = ucs_max(engine->spin_window / 2,
+                                      engine->spin_time);
+    }
+}
+
 /* Wait, lock held, until there is a piece or shutdown */
 static void ucs_copy_thread_idle(ucs_copy_thread_engine_t *engine)
 {
-    ucs_time_t deadline;
+    ucs_time_t deadline, sleep_start;
 
     if (ucs_copy_thread_has_work(engine)) {
         return;
     }
 
+    deadline = ucs_get_time() + engine->spin_window;
     pthread_mutex_unlock(&engine->lock);
-    deadline = ucs_get_time() + engine->spin_time;
     while (!ucs_copy_thread_has_work(engine) && (ucs_get_time() < deadline)) {
         ucs_copy_spin_pause();
     }
     pthread_mutex_lock(&engine->lock);
 
-    while (!ucs_copy_thread_has_work(engine)) {
+    if (ucs_copy_thread_has_work(engine)) {
+        return;
+    }
+
+    sleep_start = ucs_get_time();
+    do {
         ++engine->sleepers;
         pthread_cond_wait(&engine->cond, &engine->lock);
         --engine->sleepers;
-    }
+    } while (!ucs_copy_thread_has_work(engine));
+    ucs_copy_thread_adapt_spin(engine, ucs_get_time() - sleep_start);
 }
 
 static void *ucs_copy_thread_main(void *arg)
@@ -311,6 +341,9 @@ ucs_copy_thread_create(const ucs_copy_engine_config_t *config,
     engine->ring_mask          = ring_size - 1;
     engine->chunk_size         = ucs_max(config->chunk_size, 4096);
     engine->spin_time          = ucs_time_from_sec(config->spin_time);
+    engine->spin_max           = ucs_max(ucs_time_from_sec(config->spin_max),
+                                         engine->spin_time);
+    engine->spin_window        = engine->spin_time;
     engine->ring    = ucs_calloc(ring_size, sizeof(*engine->ring),
                                  "copy_engine_ring");
     engine->threads = ucs_calloc(num_threads, sizeof(*engine->threads),
@@ -410,6 +443,7 @@ ucs_copy_thread_post(ucs_copy_engine_t *super, const ucs_copy_iov_t *iov,
     }
 
     if (engine->sleepers > 0) {
+        ++engine->num_wakeups;
         if (pieces > 1) {
             pthread_cond_broadcast(&engine->cond);
         } else {
@@ -420,12 +454,13 @@ ucs_copy_thread_post(ucs_copy_engine_t *super, const ucs_copy_iov_t *iov,
     return UCS_INPROGRESS;
 }
 
-/* CPU clocks of the helpers: copying, polling for work and waking up */
-static double ucs_copy_thread_cpu_time(ucs_copy_engine_t *super)
+/* CPU clocks of the helpers (copying, polling for work and waking up), and
+ * how often a post had to wake one */
+static void ucs_copy_thread_query(ucs_copy_engine_t *super,
+                                  ucs_copy_engine_attr_t *attr)
 {
     ucs_copy_thread_engine_t *engine = ucs_derived_of(super,
                                                       ucs_copy_thread_engine_t);
-    double total = 0;
     struct timespec ts;
     clockid_t clock;
     unsigned i;
@@ -433,15 +468,18 @@ static double ucs_copy_thread_cpu_time(ucs_copy_engine_t *super)
     for (i = 0; i < engine->num_started; ++i) {
         if ((pthread_getcpuclockid(engine->threads[i], &clock) == 0) &&
             (clock_gettime(clock, &ts) == 0)) {
-            total += ts.tv_sec + (ts.tv_nsec * 1e-9);
+            attr->cpu_time += ts.tv_sec + (ts.tv_nsec * 1e-9);
         }
     }
-    return total;
+
+    pthread_mutex_lock(&engine->lock);
+    attr->num_wakeups = engine->num_wakeups;
+    pthread_mutex_unlock(&engine->lock);
 }
 
 const ucs_copy_backend_ops_t ucs_copy_thread_ops = {
     .create   = ucs_copy_thread_create,
     .destroy  = ucs_copy_thread_destroy,
     .post     = ucs_copy_thread_post,
-    .cpu_time = ucs_copy_thread_cpu_time
+    .query    = ucs_copy_thread_query
 };

@@ -40,6 +40,8 @@
 #define UCS_CALIB_ENGINE_SMALL       (8 * UCS_KBYTE)
 #define UCS_CALIB_ENGINE_SMALL_REPS  31
 #define UCS_CALIB_COMPUTE_ITERS      2000000
+/* computation per overlap round, relative to the copy (see below) */
+#define UCS_CALIB_ENGINE_COMPUTE_SHARE 1.25
 
 /* an engine must hide at least this share of the caller's copy time */
 #define UCS_CALIB_ENGINE_MIN_OVERLAP 0.5
@@ -160,23 +162,36 @@ static ucs_status_t ucs_calib_engine_overlap_run(ucs_copy_engine_t *engine,
                                                  ucs_calib_overlap_t *result)
 {
     double t_copy = 0, t_comp = 0, t_total = 0, cpu_start, t;
-    double t_first[UCS_CALIB_ENGINE_MIN_REPS];
     ucs_time_t run_start, start;
     ucs_status_t status;
     unsigned reps;
     long iters;
 
-    /* the computation is sized once, from the median of a first round of
-     * copies (the first may fault the destination in) */
-    for (reps = 0; reps < UCS_CALIB_ENGINE_MIN_REPS; ++reps) {
-        status = ucs_calib_engine_copy(engine, dst, src, size, 0,
-                                       &t_first[reps]);
+    /* The computation is sized once, to a quarter more than the mean copy
+     * time of a pilot round as long as half the experiment. The formula
+     * caps at T_compute / T_copy: a computation shorter than the copies the
+     * run then averages (their time varies by 20% from round to round here)
+     * would show as missing overlap, whereas with a longer one a perfectly
+     * hidden copy gives 1 and a synchronous one still 0. The first copy,
+     * which may fault the destination in, is left out. */
+    status = ucs_calib_engine_copy(engine, dst, src, size, 0, &t);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    run_start = ucs_get_time();
+    for (reps = 0; (reps < UCS_CALIB_ENGINE_MIN_REPS) ||
+                   (ucs_time_to_sec(ucs_get_time() - run_start) <
+                    (UCS_CALIB_ENGINE_MIN_TIME / 2)); ++reps) {
+        status = ucs_calib_engine_copy(engine, dst, src, size, 0, &t);
         if (status != UCS_OK) {
             return status;
         }
+        t_copy += t;
     }
-    iters = ucs_calib_compute_size(ucs_calib_median(t_first,
-                                                    UCS_CALIB_ENGINE_MIN_REPS));
+    iters  = ucs_calib_compute_size(UCS_CALIB_ENGINE_COMPUTE_SHARE * t_copy /
+                                    reps);
+    t_copy = 0;
 
     cpu_start = ucs_calib_engine_cpu_time(engine);
     run_start = ucs_get_time();

@@ -5,7 +5,8 @@
  *    the experiment the calibration runs (ucs_calib_engine_overlap):
  *      overlap = (T_copy + T_compute - T_total) / T_copy
  *    where T_copy is post+wait alone, T_compute a compute loop sized to take
- *    about T_copy, and T_total post, compute, wait. 1 means the copy was
+ *    1.25x the mean T_copy so far (at least T_copy, or the formula caps
+ *    below 1), and T_total post, compute, wait. 1 means the copy was
  *    entirely hidden, 0 that it was not overlapped at all. The net overlap
  *    also charges the CPU time of the engine's own threads: what is left
  *    when no core is idle.

@@ -77,27 +77,6 @@ static void ucs_calib_compute_measure(void)
                              ucs_time_to_sec(ucs_get_time() - start);
 }
 
-/* iterations of ucs_calib_compute() that take about @a time: from the rate,
- * then corrected by timing them (the rate was taken once, the core's clock
- * may have changed since) */
-static long ucs_calib_compute_size(double time)
-{
-    long iters = (long)(time * ucs_calib_compute_rate);
-    ucs_time_t start;
-    double t;
-    int i;
-
-    for (i = 0; (i < 3) && (iters > 0); ++i) {
-        start = ucs_get_time();
-        ucs_calib_compute(iters);
-        t     = ucs_time_to_sec(ucs_get_time() - start);
-        if (t > 0) {
-            iters = (long)(iters * time / t);
-        }
-    }
-    return ucs_max(iters, 1);
-}
-
 static int ucs_calib_double_cmp(const void *a, const void *b)
 {
     double x = *(const double*)a, y = *(const double*)b;
@@ -161,38 +140,26 @@ static ucs_status_t ucs_calib_engine_overlap_run(ucs_copy_engine_t *engine,
                                                  size_t size,
                                                  ucs_calib_overlap_t *result)
 {
+    double rate = ucs_calib_compute_rate; /* compute iterations per second */
     double t_copy = 0, t_comp = 0, t_total = 0, cpu_start, t;
     ucs_time_t run_start, start;
     ucs_status_t status;
     unsigned reps;
     long iters;
 
-    /* The computation is sized once, to a quarter more than the mean copy
-     * time of a pilot round as long as half the experiment. The formula
-     * caps at T_compute / T_copy: a computation shorter than the copies the
-     * run then averages (their time varies by 20% from round to round here)
-     * would show as missing overlap, whereas with a longer one a perfectly
-     * hidden copy gives 1 and a synchronous one still 0. The first copy,
-     * which may fault the destination in, is left out. */
+    /* The first copy may fault the destination in: left out */
     status = ucs_calib_engine_copy(engine, dst, src, size, 0, &t);
     if (status != UCS_OK) {
         return status;
     }
 
-    run_start = ucs_get_time();
-    for (reps = 0; (reps < UCS_CALIB_ENGINE_MIN_REPS) ||
-                   (ucs_time_to_sec(ucs_get_time() - run_start) <
-                    (UCS_CALIB_ENGINE_MIN_TIME / 2)); ++reps) {
-        status = ucs_calib_engine_copy(engine, dst, src, size, 0, &t);
-        if (status != UCS_OK) {
-            return status;
-        }
-        t_copy += t;
-    }
-    iters  = ucs_calib_compute_size(UCS_CALIB_ENGINE_COMPUTE_SHARE * t_copy /
-                                    reps);
-    t_copy = 0;
-
+    /* Each round times the copy alone, then a computation sized to a quarter
+     * more than the mean copy time so far, then both at once. The formula
+     * caps at T_compute / T_copy: a computation shorter than the copies
+     * (their time varies by 20% from round to round here) would show as
+     * missing overlap, whereas with a longer one a perfectly hidden copy
+     * gives 1 and a synchronous one still 0. The computation's rate is
+     * re-taken every round, as the core's clock may change. */
     cpu_start = ucs_calib_engine_cpu_time(engine);
     run_start = ucs_get_time();
     for (reps = 0; (reps < UCS_CALIB_ENGINE_MIN_REPS) ||
@@ -204,9 +171,15 @@ static ucs_status_t ucs_calib_engine_overlap_run(ucs_copy_engine_t *engine,
         }
         t_copy += t;
 
+        iters   = ucs_max((long)(rate * UCS_CALIB_ENGINE_COMPUTE_SHARE *
+                                 t_copy / (reps + 1)), 1);
         start   = ucs_get_time();
         ucs_calib_compute(iters);
-        t_comp += ucs_time_to_sec(ucs_get_time() - start);
+        t       = ucs_time_to_sec(ucs_get_time() - start);
+        t_comp += t;
+        if (t > 0) {
+            rate = iters / t;
+        }
 
         status = ucs_calib_engine_copy(engine, dst, src, size, iters, &t);
         if (status != UCS_OK) {

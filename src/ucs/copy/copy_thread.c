@@ -20,10 +20,13 @@
 #include <ucs/sys/math.h>
 #include <ucs/time/time.h>
 #include <pthread.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 
 /*
@@ -35,7 +38,7 @@
  * request; the last piece publishes the request's status.
  *
  * Locking: 'lock' guards the ring contents, head, tail, sleepers,
- * spin_window, num_wakeups and shutdown. An idle helper first polls head/tail without the
+ * spin_window, busy_checks, num_wakeups and shutdown. An idle helper first polls head/tail without the
  * lock (they are only advanced under it, so a stale read merely delays it)
  * for the polling window, then sleeps on 'cond'; a producer signals only when
  * a helper sleeps, so the fast path of a busy engine takes the lock once per
@@ -46,6 +49,10 @@
  * 100 us or so would pay each time. A helper woken soon after it went to
  * sleep (less than UCX_HCR_COPY_SPIN_MAX) doubles the window, up to that
  * maximum; one that slept longer halves it, down to UCX_HCR_COPY_SPIN_TIME.
+ * While the host has more runnable threads than cores, a helper polls for
+ * UCX_HCR_COPY_SPIN_TIME only and the window halves: polling would take a
+ * core from the callers, and the scheduler runs a polling helper only in its
+ * turn, whereas a woken one preempts.
  */
 
 typedef struct ucs_copy_piece {
@@ -70,6 +77,9 @@ typedef struct ucs_copy_thread_engine {
     ucs_time_t        spin_max;    /* longest polling window */
     ucs_time_t        spin_window; /* current polling window */
     uint64_t          num_wakeups; /* posts that woke a sleeping helper */
+    int               loadavg_fd;  /* /proc/loadavg: runnable threads */
+    unsigned          busy_checks; /* host busy at so many checks in a row */
+    unsigned          num_cpus;    /* online cores */
     unsigned          num_started;
     pthread_t         *threads;
     /* placement (UCX_HCR_COPY_CPUS=auto): keep helpers off the caller's core
@@ -86,7 +96,30 @@ static int ucs_copy_thread_has_work(ucs_copy_thread_engine_t *engine)
     return (engine->head != engine->tail) || engine->shutdown;
 }
 
-/* Lock held: a helper slept for @a slept; adapt the polling window */
+/*
+ * Whether the host has more runnable threads than cores (the fourth field
+ * of /proc/loadavg counts them, the helper included). Polling then takes a
+ * core from a caller, and the scheduler lets a polling helper run only in
+ * its turn, whereas a sleeping one preempts when it is woken. A few us,
+ * paid only before a polling window longer than UCX_HCR_COPY_SPIN_TIME.
+ */
+static int ucs_copy_thread_host_busy(ucs_copy_thread_engine_t *engine)
+{
+    unsigned running;
+    char buf[128];
+    ssize_t len;
+
+    len = pread(engine->loadavg_fd, buf, sizeof(buf) - 1, 0);
+    if (len <= 0) {
+        return 1;
+    }
+
+    buf[len] = '\0';
+    return (sscanf(buf, "%*s %*s %*s %u/", &running) != 1) ||
+           (running > engine->num_cpus);
+}
+
+/* Lock held: a helper slept for @a slept after polling; adapt the window */
 static void ucs_copy_thread_adapt_spin(ucs_copy_thread_engine_t *engine,
                                        ucs_time_t slept)
 {
@@ -104,13 +137,30 @@ static void ucs_copy_thread_adapt_spin(ucs_copy_thread_engine_t *engine,
 /* Wait, lock held, until there is a piece or shutdown */
 static void ucs_copy_thread_idle(ucs_copy_thread_engine_t *engine)
 {
-    ucs_time_t deadline, sleep_start;
+    ucs_time_t deadline, sleep_start, window;
+    int busy;
 
     if (ucs_copy_thread_has_work(engine)) {
         return;
     }
 
-    deadline = ucs_get_time() + engine->spin_window;
+    /* on a host busy at two checks in a row (one may catch a passing
+     * thread): poll for the base window only, and halve the adaptive one, so
+     * that a lasting load brings it down to the base */
+    window = engine->spin_window;
+    if ((window > engine->spin_time) && ucs_copy_thread_host_busy(engine)) {
+        ++engine->busy_checks;
+    } else {
+        engine->busy_checks = 0;
+    }
+    busy = engine->busy_checks >= 2;
+    if (busy) {
+        window              = engine->spin_time;
+        engine->spin_window = ucs_max(engine->spin_window / 2,
+                                      engine->spin_time);
+    }
+
+    deadline = ucs_get_time() + window;
     pthread_mutex_unlock(&engine->lock);
     while (!ucs_copy_thread_has_work(engine) && (ucs_get_time() < deadline)) {
         ucs_copy_spin_pause();
@@ -127,7 +177,9 @@ static void ucs_copy_thread_idle(ucs_copy_thread_engine_t *engine)
         pthread_cond_wait(&engine->cond, &engine->lock);
         --engine->sleepers;
     } while (!ucs_copy_thread_has_work(engine));
-    ucs_copy_thread_adapt_spin(engine, ucs_get_time() - sleep_start);
+    if (!busy && (engine->spin_max > engine->spin_time)) {
+        ucs_copy_thread_adapt_spin(engine, ucs_get_time() - sleep_start);
+    }
 }
 
 static void *ucs_copy_thread_main(void *arg)
@@ -312,6 +364,9 @@ static void ucs_copy_thread_destroy(ucs_copy_engine_t *super)
 
     pthread_cond_destroy(&engine->cond);
     pthread_mutex_destroy(&engine->lock);
+    if (engine->loadavg_fd >= 0) {
+        close(engine->loadavg_fd);
+    }
     ucs_free(engine->helper_cpu);
     ucs_free(engine->threads);
     ucs_free(engine->ring);
@@ -358,6 +413,15 @@ ucs_copy_thread_create(const ucs_copy_engine_config_t *config,
         ucs_free(engine->helper_cpu);
         ucs_free(engine);
         return UCS_ERR_NO_MEMORY;
+    }
+
+    engine->num_cpus   = ucs_max(sysconf(_SC_NPROCESSORS_ONLN), 1);
+    engine->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (engine->loadavg_fd < 0) {
+        ucs_debug("copy engine '%s': cannot open /proc/loadavg (%m), the "
+                  "helpers poll for UCX_HCR_COPY_SPIN_TIME only",
+                  engine->super.name);
+        engine->spin_max = engine->spin_time;
     }
 
     pthread_mutex_init(&engine->lock, NULL);

@@ -251,6 +251,76 @@ TH_TEST_TIMEOUT(sppln, generic_lane_rc_verbs, 300)
     sppln_run(sppln_integrity_rank, &arg);
 }
 
+/* ---- a buffer sent before is registered, a fresh one at its address not */
+
+#define SPPLN_REUSE_SIZE (256 * 1024)
+
+/* rank 0 sends from @a buf; returns how many sends so far went zero-copy */
+static uint64_t sppln_reuse_send(th_ucp_t *ucp, th_oob_t *oob, uint8_t *buf,
+                                 unsigned tag)
+{
+    ucp_request_param_t param = {0};
+    char go;
+
+    th_fill_pattern(buf, SPPLN_REUSE_SIZE, tag);
+    th_oob_recv(oob, 1, &go, 1);
+    TH_ASSERT_UCS_OK(th_ucp_wait(ucp, ucp_tag_send_nbx(ucp->ep, buf,
+                                                       SPPLN_REUSE_SIZE, tag,
+                                                       &param), 120.0));
+    return ucp_proto_sppln_stats(ucp->worker)->sent[SP_ZCOPY];
+}
+
+static void sppln_reuse_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const int prot = PROT_READ | PROT_WRITE;
+    const int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    ucp_request_param_t param = {0};
+    uint8_t *buf, *again;
+    th_ucp_t ucp;
+    unsigned tag;
+    char go = 1;
+
+    sppln_env("auto", "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    if (rank == 1) {
+        buf = malloc(SPPLN_REUSE_SIZE);
+        TH_ASSERT(buf != NULL);
+        for (tag = 1; tag <= 3; ++tag) {
+            void *req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_REUSE_SIZE,
+                                         tag, (ucp_tag_t)-1, &param);
+            th_oob_send(oob, 0, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+            TH_CHECK_PATTERN(buf, SPPLN_REUSE_SIZE, tag);
+        }
+        free(buf);
+    } else {
+        buf = mmap(NULL, SPPLN_REUSE_SIZE, prot, flags, -1, 0);
+        TH_ASSERT(buf != MAP_FAILED);
+        /* below the model's zero-copy size: a first send is staged */
+        TH_ASSERT_EQ(sppln_reuse_send(&ucp, oob, buf, 1), 0);
+        /* sent before: registered, so that later sends hit the cache */
+        TH_ASSERT_EQ(sppln_reuse_send(&ucp, oob, buf, 2), 1);
+        /* unmapped, and mapped fresh at the same address: staged again */
+        TH_ASSERT_EQ(munmap(buf, SPPLN_REUSE_SIZE), 0);
+        again = mmap(buf, SPPLN_REUSE_SIZE, prot,
+                     flags | MAP_FIXED_NOREPLACE, -1, 0);
+        TH_ASSERT(again == buf);
+        TH_ASSERT_EQ(sppln_reuse_send(&ucp, oob, again, 3), 1);
+        munmap(again, SPPLN_REUSE_SIZE);
+    }
+    th_oob_barrier(oob);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, unmapped_buffer_is_fresh, 300)
+{
+    sppln_arg_t arg = {"auto", "hcr", 0, 0, SPPLN_MODEL_BASE};
+
+    sppln_run(sppln_reuse_rank, &arg);
+}
+
 /* ---- many transfers in flight, both ways at once ---------------------- */
 
 #define SPPLN_NUM_INFLIGHT 12

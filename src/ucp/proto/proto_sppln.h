@@ -136,6 +136,13 @@ typedef struct {
 } ucp_sppln_stats_t;
 
 
+/* A buffer staged once: the next send of it registers it (0: empty) */
+typedef struct {
+    uintptr_t address;
+    size_t    length;
+} ucp_sppln_staged_t;
+
+
 /* Worker state (worker->sppln) */
 typedef struct ucp_sppln_worker {
     ucp_mem_h          memh[2];      /* send and receive staging regions */
@@ -148,7 +155,10 @@ typedef struct ucp_sppln_worker {
     size_t             sub_size;
     unsigned           groups;
     struct ucp_sppln_xfer *rx[UCP_SPPLN_MAX_GROUPS]; /* receive group owners */
-    uint64_t           staged[UCP_SPPLN_STAGED_HASH]; /* buffers staged once */
+    /* buffers staged once, forgotten when unmapped (an unmapped range may
+     * be mapped again, fresh, at the same address) */
+    ucp_sppln_staged_t staged[UCP_SPPLN_STAGED_HASH];
+    int                staged_tracked; /* unmap events reach the table */
     ucp_sppln_stats_t  stats;
     ucs_copy_engine_t  *copy_engine; /* created on first use, or NULL */
     int                copy_engine_failed; /* do not try again */
@@ -230,6 +240,10 @@ void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched);
 ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
                                   const ucp_sppln_priv_t *spriv,
                                   const void *buffer, size_t length);
+
+void ucp_sppln_staged_track(ucp_sppln_worker_t *sw);
+
+void ucp_sppln_staged_untrack(ucp_sppln_worker_t *sw);
 
 void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name);
 

@@ -16,6 +16,7 @@
 #include <ucs/memory/rcache_int.h>
 #include <ucs/sys/sys.h>
 #include <ucs/datastruct/khash.h>
+#include <ucm/api/ucm.h>
 #include <sys/mman.h>
 #include <pthread.h>
 #include <math.h>
@@ -221,20 +222,80 @@ static int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
     return hit;
 }
 
-/* Whether this buffer was staged before (and remember it if not): a small
- * direct-mapped table of (address, length) */
+/*
+ * Buffers staged once: a small direct-mapped table of (address, length).
+ *
+ * A range that is unmapped may come back, fresh and non-resident, at the
+ * same address (mmap reuses it at once), so the table forgets every entry
+ * the unmapped range overlaps. The event may come from any thread while the
+ * worker's thread reads the table; an entry torn by that race can only
+ * change which path one send takes, never what it sends. Without memory
+ * events (UCX_MEM_EVENTS=n) the table is not used: every buffer the cache
+ * does not hold is judged by its size and residency.
+ */
+static void ucp_sppln_staged_unmapped(ucm_event_type_t event_type,
+                                      ucm_event_t *event, void *arg)
+{
+    ucp_sppln_worker_t *sw = arg;
+    uintptr_t start        = (uintptr_t)event->vm_unmapped.address;
+    uintptr_t end          = start + event->vm_unmapped.size;
+    ucp_sppln_staged_t *entry;
+    uintptr_t address;
+
+    for (entry = sw->staged; entry < sw->staged + UCP_SPPLN_STAGED_HASH;
+         ++entry) {
+        address = __atomic_load_n(&entry->address, __ATOMIC_RELAXED);
+        if ((address != 0) && (address < end) &&
+            ((address + entry->length) > start)) {
+            __atomic_store_n(&entry->address, 0, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+void ucp_sppln_staged_track(ucp_sppln_worker_t *sw)
+{
+    ucs_status_t status;
+
+    status = ucm_set_event_handler(UCM_EVENT_VM_UNMAPPED, 0,
+                                   ucp_sppln_staged_unmapped, sw);
+    if (status != UCS_OK) {
+        ucs_debug("rndv/sppln: no memory events (%s): a buffer sent before "
+                  "is not told from a fresh one at its address",
+                  ucs_status_string(status));
+        return;
+    }
+    sw->staged_tracked = 1;
+}
+
+void ucp_sppln_staged_untrack(ucp_sppln_worker_t *sw)
+{
+    if (sw->staged_tracked) {
+        ucm_unset_event_handler(UCM_EVENT_VM_UNMAPPED,
+                                ucp_sppln_staged_unmapped, sw);
+        sw->staged_tracked = 0;
+    }
+}
+
+/* Whether this buffer was staged before (and remember it if not) */
 static int ucp_sppln_staged_before(ucp_sppln_worker_t *sw, const void *buffer,
                                    size_t length)
 {
-    uint64_t key;
-    unsigned idx;
+    uintptr_t address = (uintptr_t)buffer;
+    ucp_sppln_staged_t *entry;
 
-    key = ((uintptr_t)buffer * 31) ^ length;
-    idx = kh_int64_hash_func(key) % UCP_SPPLN_STAGED_HASH;
-    if (sw->staged[idx] == key) {
+    if (!sw->staged_tracked) {
+        return 0;
+    }
+
+    entry = &sw->staged[kh_int64_hash_func((address * 31) ^ length) %
+                        UCP_SPPLN_STAGED_HASH];
+    if ((__atomic_load_n(&entry->address, __ATOMIC_RELAXED) == address) &&
+        (entry->length == length)) {
         return 1;
     }
-    sw->staged[idx] = key;
+
+    entry->length = length;
+    __atomic_store_n(&entry->address, address, __ATOMIC_RELAXED);
     return 0;
 }
 

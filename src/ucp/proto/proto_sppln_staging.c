@@ -88,6 +88,7 @@ ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
     ucs_debug("worker %p: rndv/sppln staging %u groups x %d x %zu bytes, "
               "send %p recv %p", worker, sw->groups, UCP_SPPLN_NUM_SLOTS,
               sw->slot_size, sw->base[0], sw->base[1]);
+    ucp_sppln_staged_track(sw);
     worker->sppln = sw;
     *sw_p         = sw;
     return UCS_OK;
@@ -146,6 +147,7 @@ void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker)
               sw->stats.sent[UCP_SPPLN_PATH_ZCOPY], sw->stats.reg_fallback,
               sw->stats.async_copies);
 
+    ucp_sppln_staged_untrack(sw);
     if (sw->copy_engine != NULL) {
         ucs_copy_engine_destroy(sw->copy_engine);
     }

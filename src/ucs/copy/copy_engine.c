@@ -129,10 +129,10 @@ void ucs_copy_engine_config_str(char *buf, size_t max)
     }
 
     ucs_snprintf_safe(buf, max, "threads=%u,cpus=%s,inline=%zu,chunk=%zu,"
-                      "queue=%u,spin=%.0fns,spin_max=%.0fns", config.num_threads,
-                      config.cpus, config.inline_thresh, config.chunk_size,
-                      config.queue_len, config.spin_time * 1e9,
-                      config.spin_max * 1e9);
+                      "queue=%u,spin=%.0fns,spin_max=%.0fns",
+                      config.num_threads, config.cpus, config.inline_thresh,
+                      config.chunk_size, config.queue_len,
+                      config.spin_time * 1e9, config.spin_max * 1e9);
     ucs_config_parser_release_opts(&config, ucs_copy_engine_config_table);
 }
 

@@ -38,11 +38,11 @@
  * request; the last piece publishes the request's status.
  *
  * Locking: 'lock' guards the ring contents, head, tail, sleepers,
- * spin_window, busy_checks, num_wakeups and shutdown. An idle helper first polls head/tail without the
- * lock (they are only advanced under it, so a stale read merely delays it)
- * for the polling window, then sleeps on 'cond'; a producer signals only when
- * a helper sleeps, so the fast path of a busy engine takes the lock once per
- * post and makes no system call.
+ * spin_window, busy_checks, num_wakeups and shutdown. An idle helper first
+ * polls head/tail without the lock (they are only advanced under it, so a
+ * stale read merely delays it) for the polling window, then sleeps on
+ * 'cond'; a producer signals only when a helper sleeps, so the fast path of
+ * a busy engine takes the lock once per post and makes no system call.
  *
  * The polling window adapts like KVM's halt polling: waking a sleeping thread
  * costs tens of microseconds on a virtual machine, which a copy posted every
@@ -101,7 +101,9 @@ static int ucs_copy_thread_has_work(ucs_copy_thread_engine_t *engine)
  * of /proc/loadavg counts them, the helper included). Polling then takes a
  * core from a caller, and the scheduler lets a polling helper run only in
  * its turn, whereas a sleeping one preempts when it is woken. A few us,
- * paid only before a polling window longer than UCX_HCR_COPY_SPIN_TIME.
+ * paid only before a polling window longer than UCX_HCR_COPY_SPIN_TIME, that
+ * is once per idle period of a lightly used engine; it runs under the lock,
+ * so a post that comes meanwhile waits that long at most.
  */
 static int ucs_copy_thread_host_busy(ucs_copy_thread_engine_t *engine)
 {

@@ -754,8 +754,6 @@ static void rvma_wait_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
-/* ---- test table: every test on hcr and on tcp --------------------------- */
-
 /* ---- the fast path: ring leases, wrap-around, errors through acks ------- */
 
 #define RVMA_FAST_PUTS    3000
@@ -908,6 +906,131 @@ static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
+/* ---- acks ride on the puts going back ----------------------------------- */
+
+#define RVMA_PP_ITERS     200
+#define RVMA_PP_LEN       24
+#define RVMA_PP_BAD       100    /* the iteration whose put is refused */
+
+static void rvma_pp_wait(th_ucp_t *ucp, void *const volatile *comp)
+{
+    double deadline = th_time() + 60.0;
+
+    while (*comp == NULL) {
+        ucp_worker_progress(ucp->worker);
+        if (th_time() > deadline) {
+            TH_FAIL("no completion in 60 s");
+        }
+    }
+}
+
+static void rvma_pp_acks(ucp_ep_h ep, uint64_t *msgs, uint64_t *carried)
+{
+    ucp_rvma_ep_attr_t attr;
+
+    attr.field_mask = UCP_RVMA_EP_ATTR_FIELD_ACKS;
+    TH_ASSERT_UCS_OK(ucp_rvma_ep_query(ep, &attr));
+    *msgs    = attr.ack_msgs;
+    *carried = attr.ack_carried;
+}
+
+/* A ping-pong of puts, each answered by a put back (a request-reply
+ * exchange): on hcr the acks of one side's puts ride in the other side's
+ * records, so neither sends ack messages, and each request still completes
+ * with the target's verdict, also when one put in the middle is refused
+ * (its ack then goes by message, with the error) */
+static void rvma_pp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg           = varg;
+    ucp_request_param_t param = {0};
+    ucp_ep_h eps[2]           = {NULL};
+    uint8_t out[RVMA_PP_LEN];
+    uint64_t length, msgs, carried;
+    ucp_rvma_win_h win, closed;
+    void *comp, *req = NULL;
+    ucp_ep_h ep;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    int i, bad;
+
+    rvma_env(arg);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+    ep     = (rank == 0) ? eps[1] : ucp.ep;
+    buf    = rvma_alloc(RVMA_PP_LEN);
+    win    = rvma_win(&ucp, RVMA_VADDR + rank, RVMA_PP_LEN,
+                      UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+    closed = rvma_win(&ucp, RVMA_VADDR + 2, RVMA_PP_LEN,
+                      UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+    TH_ASSERT_UCS_OK(ucp_rvma_win_close(closed));
+    TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, RVMA_PP_LEN, &comp,
+                                              &length));
+    th_oob_barrier(oob);
+
+    for (i = 0; i < RVMA_PP_ITERS; ++i) {
+        /* rank 1 puts, rank 0 answers; at RVMA_PP_BAD rank 1's put goes to
+         * the closed window and a second one, which rank 0 answers, follows
+         * it */
+        bad = (rank == 1) && (i == RVMA_PP_BAD);
+        if (rank == 1) {
+            th_fill_pattern(out, RVMA_PP_LEN, 2 * i + 1);
+            if (bad) {
+                TH_ASSERT_EQ(th_ucp_wait(&ucp, ucp_rvma_put_nbx(ep,
+                                                 RVMA_VADDR + 2, 0, out,
+                                                 RVMA_PP_LEN, &param),
+                                         60.0),
+                             UCS_ERR_CANCELED);
+            }
+            req = ucp_rvma_put_nbx(ep, RVMA_VADDR, 0, out, RVMA_PP_LEN,
+                                   &param);
+            TH_ASSERT(!UCS_PTR_IS_ERR(req));
+        }
+
+        rvma_pp_wait(&ucp, &comp);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, RVMA_PP_LEN);
+        TH_CHECK_PATTERN(buf, RVMA_PP_LEN, 2 * i + (rank == 0));
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, RVMA_PP_LEN,
+                                                  &comp, &length));
+        /* the answer carried the ack of this side's last put */
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+        req = NULL;
+        if (rank == 0) {
+            th_fill_pattern(out, RVMA_PP_LEN, 2 * i);
+            req = ucp_rvma_put_nbx(ep, RVMA_VADDR + 1, 0, out, RVMA_PP_LEN,
+                                   &param);
+            TH_ASSERT(!UCS_PTR_IS_ERR(req));
+        }
+    }
+    /* rank 0's last put is acknowledged by message: rank 1 progresses */
+    if (rank == 0) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+        rvma_sync_send(oob, 1);
+    } else {
+        rvma_sync_recv(&ucp, oob, 0);
+    }
+
+    rvma_pp_acks(ep, &msgs, &carried);
+    th_log("rank %d: %" PRIu64 " ack messages, %" PRIu64 " acks carried",
+           rank, msgs, carried);
+    if (!strcmp(arg->tls, "hcr")) {
+        /* the first puts went by active message until the ring was leased;
+         * rank 0 acks the refused put by message, and, since rank 1 does
+         * not answer, its own last put */
+        TH_ASSERT_OP_(carried, >=, RVMA_PP_ITERS - 4);
+        TH_ASSERT_OP_(msgs, <=, (rank == 0) ? 4 : 2);
+    } else {
+        TH_ASSERT_EQ(msgs + carried, 0);
+    }
+
+    th_oob_barrier(oob);
+    ucp_rvma_win_destroy(win);
+    ucp_rvma_win_destroy(closed);
+    free(buf);
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+/* ---- test table: every test on hcr and on tcp --------------------------- */
+
 static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs)
 {
     rvma_arg_t arg = {tls, nprocs};
@@ -928,6 +1051,7 @@ RVMA_TEST(errors, rvma_errors_rank, 2)
 RVMA_TEST(four_initiators, rvma_many_rank, 5)
 RVMA_TEST(wait_wakeup, rvma_wait_rank, 2)
 RVMA_TEST(fast_path, rvma_fast_rank, 2)
+RVMA_TEST(ack_in_reply, rvma_pp_rank, 2)
 
 static void rvma_killed(const char *tls)
 {

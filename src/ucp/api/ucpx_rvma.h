@@ -262,7 +262,10 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
  * small puts are one active message; large ones (above UCP's active message
  * rendezvous threshold) are fetched by the target directly into the posted
  * buffer. The request completes when @a buffer may be reused and the target
- * has accepted or rejected the put.
+ * has accepted or rejected the put. On the fast path the target's verdict
+ * rides in the header of its next fast put to this worker, if it makes one
+ * before it progresses its worker again, and else goes in a message of its
+ * own: as for every UCP operation, the target has to keep progressing.
  *
  * @param [in]  ep      Endpoint to the target worker.
  * @param [in]  vaddr   Virtual address of the target's window.
@@ -291,7 +294,9 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
  */
 enum ucp_rvma_ep_attr_field {
     UCP_RVMA_EP_ATTR_FIELD_FAST      = UCS_BIT(0), /**< fast */
-    UCP_RVMA_EP_ATTR_FIELD_FAST_PUTS = UCS_BIT(1)  /**< fast_puts */
+    UCP_RVMA_EP_ATTR_FIELD_FAST_PUTS = UCS_BIT(1), /**< fast_puts */
+    UCP_RVMA_EP_ATTR_FIELD_ACKS      = UCS_BIT(2)  /**< ack_msgs and
+                                                        ack_carried */
 };
 
 
@@ -308,6 +313,15 @@ typedef struct ucp_rvma_ep_attr {
 
     /** Puts this endpoint has sent by the fast path. */
     uint64_t fast_puts;
+
+    /** Acknowledgements of the peer's fast-path puts that this side sent
+     *  as messages of their own. */
+    uint64_t ack_msgs;
+
+    /** Acknowledgements of the peer's fast-path puts that rode in the
+     *  header of this side's own fast-path puts to the peer, costing no
+     *  network operation. */
+    uint64_t ack_carried;
 } ucp_rvma_ep_attr_t;
 
 

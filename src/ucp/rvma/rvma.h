@@ -33,7 +33,9 @@
  * uct_ep_put_notify_zcopy(), the target leases each initiator a registered
  * ring; a put of up to UCX_HCR_RVMA_FAST_MAX bytes is then one
  * write-with-immediate of a ucp_rvma_rec_hdr_t and the data into that ring,
- * and the target acknowledges the records in batches (ucp_rvma_ack_hdr_t).
+ * and the target acknowledges the records in batches: in the header of its
+ * own next fast put to the initiator, or else by an ack message
+ * (ucp_rvma_ack_hdr_t) one progress round later.
  */
 
 #include <ucp/api/ucpx_rvma.h>
@@ -86,12 +88,22 @@ typedef struct ucp_rvma_reply_hdr {
 } UCS_S_PACKED ucp_rvma_reply_hdr_t;
 
 
-/* A put in a ring (fast path): this header, then the data */
+/* ucp_rvma_rec_hdr_t flags */
+#define UCP_RVMA_REC_FLAG_ACK    UCS_BIT(0) /* ack_cons and ack_seq are valid */
+
+
+/* A put in a ring (fast path): this header, then the data. A record may
+ * carry the acknowledgement of the ring its target leased to the writer
+ * (the reverse direction of the same endpoint pair), as an ack message
+ * would, without the errors. */
 typedef struct ucp_rvma_rec_hdr {
     uint64_t vaddr;
     uint64_t offset;
     uint32_t length;
-    uint32_t seq;    /* records written to this ring before, mod 2^32 */
+    uint32_t seq;      /* records written to this ring before, mod 2^32 */
+    uint64_t ack_cons; /* reverse ring: bytes consumed */
+    uint32_t ack_seq;  /* reverse ring: records handled */
+    uint32_t flags;    /* UCP_RVMA_REC_FLAG_xx */
 } UCS_S_PACKED ucp_rvma_rec_hdr_t;
 
 

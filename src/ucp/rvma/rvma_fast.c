@@ -39,13 +39,20 @@
  *     (immediate: ring id, position)          ring id | position: look up the
  *                                             window, copy into the posted
  *                                             buffer, count, complete it
- *                           <----------       ack (AM): records handled, ring
- *                                             space free, the failed ones;
- *                                             one per progress round
+ *                           <----------       ack: records handled, ring
+ *                                             space free (in the header of
+ *                                             the target's next fast put to
+ *                                             the initiator, or an AM one
+ *                                             progress round later); the
+ *                                             failed ones (AM, at once)
  *
  * The put is one network operation, nothing else is on the path of the
  * target's notification, and the target's verdict (unknown, closed, full
- * window) still reaches the initiator's request, through the ack. Records
+ * window) still reaches the initiator's request, through the ack. The ack
+ * waits a progress round for a put going back, which would carry it: in a
+ * request-reply exchange (a halo, a ping-pong) every ack then rides on a
+ * reply, and none costs a network operation of its own, or the latency of
+ * one on the reply's path. Records
  * of one ring arrive in order (one RC QP), so the ring frees in order: a
  * record that does not fit before the end of the ring starts again at 0, and
  * the target, seeing a position behind its own, knows the rest was skipped.
@@ -81,8 +88,19 @@ struct ucp_rvma_lease {
     uint32_t               seq;       /* records written */
     uint32_t               acked_seq; /* records acknowledged */
     uint64_t               puts;      /* sent by the fast path */
+    ucp_rvma_ring_t        *ring;     /* the target leased us this one: its
+                                         acks ride on our records */
     uint64_t               req_id[UCP_RVMA_LEASE_INFLIGHT];
 };
+
+
+/* Acknowledgement owed by a ring: it waits a progress round for a record
+ * going back to carry it */
+typedef enum {
+    UCP_RVMA_ACK_NONE,
+    UCP_RVMA_ACK_OWED,     /* since this progress round */
+    UCP_RVMA_ACK_OVERDUE   /* since the last one: send it */
+} ucp_rvma_ack_state_t;
 
 
 /* Target: a ring leased to the initiator of one endpoint */
@@ -101,7 +119,12 @@ struct ucp_rvma_ring {
     uint32_t           acked_seq;
     uint8_t            n_err;
     ucp_rvma_ack_err_t err[UCP_RVMA_ACK_MAX_ERR];
-    int                ack_owed;    /* in rw->ack_list */
+    ucp_rvma_lease_t   *lease;      /* our lease on the initiator's ring:
+                                       our records carry its acks */
+    int                ack_in_records; /* they may */
+    uint64_t           ack_msgs;    /* acks sent by message */
+    uint64_t           ack_carried; /* acks carried by our records */
+    ucp_rvma_ack_state_t ack_owed;  /* not NONE: in rw->ack_list */
     ucs_list_link_t    list;
 };
 
@@ -113,7 +136,31 @@ static const char *ucp_rvma_md_component_name(ucp_context_h context,
 }
 
 
+static ucp_rvma_lease_t *ucp_rvma_lease_find(ucp_rvma_worker_t *rw,
+                                             ucp_ep_h ep)
+{
+    khiter_t iter = kh_get(ucp_rvma_lease, &rw->leases, (uintptr_t)ep);
+
+    return (iter == kh_end(&rw->leases)) ? NULL :
+                                           kh_value(&rw->leases, iter);
+}
+
+
 /* ---- target: rings and acknowledgements --------------------------------- */
+
+/* The ring leased to the initiator of ep, if any (control path) */
+static ucp_rvma_ring_t *ucp_rvma_ring_find(ucp_rvma_worker_t *rw, ucp_ep_h ep)
+{
+    unsigned id;
+
+    for (id = 0; id < UCP_RVMA_MAX_RINGS; ++id) {
+        if ((rw->rings[id] != NULL) && (rw->rings[id]->ep == ep)) {
+            return rw->rings[id];
+        }
+    }
+
+    return NULL;
+}
 
 static void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring)
 {
@@ -121,8 +168,11 @@ static void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring)
 
     ucs_debug("worker %p: RVMA ring %u of ep %p released", rw->worker,
               ring->id, ring->ep);
-    if (ring->ack_owed) {
+    if (ring->ack_owed != UCP_RVMA_ACK_NONE) {
         ucs_list_del(&ring->list);
+    }
+    if (ring->lease != NULL) {
+        ring->lease->ring = NULL;
     }
     uct_md_mem_dereg(ring->md, ring->memh);
     ucs_free(ring->base);
@@ -191,6 +241,11 @@ ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     ring->initiator_ep = req->initiator_ep;
     ring->size         = rw->ring_size;
     ring->md           = tl_md->md;
+    ring->lease          = ucp_rvma_lease_find(rw, ep);
+    ring->ack_in_records = 1;
+    if (ring->lease != NULL) {
+        ring->lease->ring = ring;
+    }
     rw->rings[id]      = ring;
     *rkey_size_p       = tl_md->attr.rkey_packed_size;
     *ring_p            = ring;
@@ -250,12 +305,24 @@ static ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
 
     status = ucp_rvma_worker_send_ctl(rw, ep, UCP_RVMA_AM_LEASE, &lease,
                                       sizeof(lease), rkey_buf, rkey_size);
-    if ((status != UCS_OK) && (ring != NULL)) {
+    if (UCS_STATUS_IS_ERR(status) && (ring != NULL)) {
         ucs_debug("worker %p: RVMA lease reply to ep %p failed: %s",
                   rw->worker, ep, ucs_status_string(status));
         ucp_rvma_ring_destroy(ring);
     }
     return UCS_OK;
+}
+
+/* The initiator has been told everything up to now */
+static void ucp_rvma_ring_acked(ucp_rvma_ring_t *ring)
+{
+    ring->acked_cons = ring->cons;
+    ring->acked_seq  = ring->seq;
+    ring->n_err      = 0;
+    if (ring->ack_owed != UCP_RVMA_ACK_NONE) {
+        ring->ack_owed = UCP_RVMA_ACK_NONE;
+        ucs_list_del(&ring->list);
+    }
 }
 
 /* Send the ring's owed acknowledgement; on UCS_ERR_NO_MEMORY it stays owed */
@@ -276,19 +343,22 @@ static ucs_status_t ucp_rvma_ring_ack(ucp_rvma_ring_t *ring)
                                       NULL, 0);
     if (status == UCS_ERR_NO_MEMORY) {
         return status;
-    } else if (status != UCS_OK) {
+    } else if (UCS_STATUS_IS_ERR(status)) {
         /* the initiator is gone: its requests were purged there */
         ucs_debug("worker %p: RVMA ack to ep %p failed: %s", ring->rw->worker,
                   ring->ep, ucs_status_string(status));
+    } else {
+        ++ring->ack_msgs;
+        if ((status == UCS_INPROGRESS) && (ring->n_err > 0)) {
+            /* the ack waits in a queue, which a record's header would
+             * overtake, acknowledging the failed puts as done */
+            ucs_debug("worker %p: RVMA ring %u acks only by message from now "
+                      "on", ring->rw->worker, ring->id);
+            ring->ack_in_records = 0;
+        }
     }
 
-    ring->acked_cons = ring->cons;
-    ring->acked_seq  = ring->seq;
-    ring->n_err      = 0;
-    if (ring->ack_owed) {
-        ring->ack_owed = 0;
-        ucs_list_del(&ring->list);
-    }
+    ucp_rvma_ring_acked(ring);
     return UCS_OK;
 }
 
@@ -299,7 +369,12 @@ static unsigned ucp_rvma_ack_progress(void *arg)
     unsigned count        = 0;
 
     ucs_list_for_each_safe(ring, tmp, &rw->ack_list, list) {
-        if (ucp_rvma_ring_ack(ring) == UCS_OK) {
+        if ((ring->ack_owed == UCP_RVMA_ACK_OWED) && (ring->n_err == 0)) {
+            /* a put going back may still carry it; counted as progress, so
+             * that a caller does not go to sleep with the ack owed */
+            ring->ack_owed = UCP_RVMA_ACK_OVERDUE;
+            ++count;
+        } else if (ucp_rvma_ring_ack(ring) == UCS_OK) {
             ++count;
         }
     }
@@ -311,8 +386,12 @@ static unsigned ucp_rvma_ack_progress(void *arg)
 }
 
 /* Acknowledge at once when the initiator would soon run out of ring space,
- * record window or error slots; else once per progress round, so that a
- * burst of puts costs one ack */
+ * record window or error slots; else in this progress round, so that a burst
+ * of puts costs one ack. Where this worker puts to the initiator too (it
+ * holds a lease back), wait one more round: a put going back, which a
+ * request-reply exchange makes as soon as the round returns, then carries
+ * the ack for free. A worker that only receives acks as before: it may stop
+ * progressing after the last put it waits for. */
 static void ucp_rvma_ring_ack_owed(ucp_rvma_ring_t *ring)
 {
     ucp_rvma_worker_t *rw = ring->rw;
@@ -326,14 +405,22 @@ static void ucp_rvma_ring_ack_owed(ucp_rvma_ring_t *ring)
         }
     }
 
-    if (!ring->ack_owed) {
-        ring->ack_owed = 1;
+    if (ring->ack_owed == UCP_RVMA_ACK_NONE) {
+        ring->ack_owed = ((ring->lease != NULL) &&
+                          (ring->lease->state == UCP_RVMA_LEASE_READY) &&
+                          ring->ack_in_records) ?
+                         UCP_RVMA_ACK_OWED : UCP_RVMA_ACK_OVERDUE;
         ucs_list_add_tail(&rw->ack_list, &ring->list);
         uct_worker_progress_register_safe(rw->worker->uct,
                                           ucp_rvma_ack_progress, rw, 0,
                                           &rw->ack_cb_id);
     }
 }
+
+static void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                               ucp_rvma_lease_t *lease, uint64_t cons,
+                               uint32_t seq, unsigned n_err,
+                               const ucp_rvma_ack_err_t *err);
 
 /* A record landed in a ring: the notification of its write-with-immediate */
 static ucs_status_t
@@ -343,10 +430,14 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     ucp_rvma_worker_t *rw          = worker->rvma;
     const uct_put_notify_hdr_t *nh = data;
     const ucp_rvma_rec_hdr_t *rec;
+    ucp_rvma_lease_t *lease;
     ucp_rvma_ring_t *ring;
     ucs_status_t status;
     size_t pos, cons_pos;
+    uint64_t ack_cons;
+    uint32_t ack_seq;
     unsigned id;
+    ucp_ep_h ep;
 
     if ((rw == NULL) || (length < sizeof(*nh))) {
         ucs_debug("worker %p: RVMA notification without rings dropped",
@@ -395,23 +486,28 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
 
     ++ring->seq;
     ucp_rvma_ring_ack_owed(ring);
+
+    /* last: completing our requests may close the endpoint, and free the
+     * ring with the lease */
+    lease = ring->lease;
+    if ((rec->flags & UCP_RVMA_REC_FLAG_ACK) && (lease != NULL) &&
+        (lease->state == UCP_RVMA_LEASE_READY)) {
+        ep       = ring->ep;
+        ack_cons = rec->ack_cons;
+        ack_seq  = rec->ack_seq;
+        ucp_rvma_lease_ack(rw, ep, lease, ack_cons, ack_seq, 0, NULL);
+    }
     return UCS_OK;
 }
 
 
 /* ---- initiator: leases and puts ----------------------------------------- */
 
-static ucp_rvma_lease_t *ucp_rvma_lease_find(ucp_rvma_worker_t *rw,
-                                             ucp_ep_h ep)
-{
-    khiter_t iter = kh_get(ucp_rvma_lease, &rw->leases, (uintptr_t)ep);
-
-    return (iter == kh_end(&rw->leases)) ? NULL :
-                                           kh_value(&rw->leases, iter);
-}
-
 static void ucp_rvma_lease_free(ucp_rvma_lease_t *lease)
 {
+    if (lease->ring != NULL) {
+        lease->ring->lease = NULL;
+    }
     if (lease->state == UCP_RVMA_LEASE_READY) {
         uct_rkey_release(lease->component, &lease->rkey);
         uct_md_mem_dereg(lease->md, lease->memh);
@@ -445,6 +541,12 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
     }
     kh_value(&rw->leases, iter) = lease;
 
+    /* a ring we leased to the peer before: our records will carry its acks */
+    lease->ring = ucp_rvma_ring_find(rw, ep);
+    if (lease->ring != NULL) {
+        lease->ring->lease = lease;
+    }
+
     md_index         = ucp_ep_md_index(ep, ep->am_lane);
     lease->state     = UCP_RVMA_LEASE_REFUSED;
     lease->uct_ep    = uct_ep;
@@ -463,7 +565,7 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
                      sizeof(req.component));
     status = ucp_rvma_worker_send_ctl(rw, ep, UCP_RVMA_AM_LEASE_REQ, &req,
                                       sizeof(req), NULL, 0);
-    if (status != UCS_OK) {
+    if (UCS_STATUS_IS_ERR(status)) {
         ucs_debug("ep %p: RVMA lease request failed: %s", ep,
                   ucs_status_string(status));
         return;
@@ -560,6 +662,50 @@ static ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
     return UCS_OK;
 }
 
+/* The target handled our records up to seq and consumed its ring up to cons;
+ * the listed ones failed. Acks come by message and in records, which can
+ * overtake a message held by UCP: an ack behind the last one is stale. */
+static void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                               ucp_rvma_lease_t *lease, uint64_t cons,
+                               uint32_t seq, unsigned n_err,
+                               const ucp_rvma_ack_err_t *err)
+{
+    uint64_t req_id[UCP_RVMA_LEASE_INFLIGHT];
+    ucs_status_t status[UCP_RVMA_LEASE_INFLIGHT];
+    unsigned i, count, e;
+
+    count = seq - lease->acked_seq;
+    if (UCS_CIRCULAR_COMPARE32(seq, <, lease->acked_seq) ||
+        (cons < lease->tail)) {
+        ucs_trace("ep %p: stale RVMA ack of record %u ignored", ep, seq);
+        return;
+    } else if ((count > (uint32_t)(lease->seq - lease->acked_seq)) ||
+               (cons > lease->head)) {
+        ucs_error("ep %p: RVMA ack of record %u, ring %" PRIu64 " is out of "
+                  "range (records %u..%u, ring %" PRIu64 "..%" PRIu64 "), "
+                  "dropped", ep, seq, cons, lease->acked_seq, lease->seq,
+                  lease->tail, lease->head);
+        return;
+    }
+
+    /* take everything from the lease first: a completion callback may put
+     * again, or close the endpoint and so free the lease */
+    for (i = 0, e = 0; i < count; ++i) {
+        req_id[i] = lease->req_id[(lease->acked_seq + i) %
+                                  UCP_RVMA_LEASE_INFLIGHT];
+        status[i] = UCS_OK;
+        if ((e < n_err) && (err[e].seq == (uint32_t)(lease->acked_seq + i))) {
+            status[i] = (ucs_status_t)err[e++].status;
+        }
+    }
+    lease->acked_seq = seq;
+    lease->tail      = cons;
+
+    for (i = 0; i < count; ++i) {
+        ucp_rvma_put_event(rw->worker, req_id[i], status[i], 0);
+    }
+}
+
 static ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
                                          size_t header_length, void *data,
                                          size_t length,
@@ -567,9 +713,6 @@ static ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
 {
     ucp_rvma_worker_t *rw         = arg;
     const ucp_rvma_ack_hdr_t *ack = header;
-    uint64_t req_id[UCP_RVMA_LEASE_INFLIGHT];
-    ucs_status_t status[UCP_RVMA_LEASE_INFLIGHT];
-    unsigned i, count, e;
     ucp_rvma_lease_t *lease;
     ucp_ep_h ep;
 
@@ -590,33 +733,8 @@ static ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
         return UCS_OK;
     }
 
-    count = ack->seq - lease->acked_seq;
-    if ((count > (uint32_t)(lease->seq - lease->acked_seq)) ||
-        (ack->cons < lease->tail) || (ack->cons > lease->head)) {
-        ucs_error("ep %p: RVMA ack of record %u, ring %" PRIu64 " is out of "
-                  "range (records %u..%u, ring %" PRIu64 "..%" PRIu64 "), "
-                  "dropped", ep, ack->seq, ack->cons, lease->acked_seq,
-                  lease->seq, lease->tail, lease->head);
-        return UCS_OK;
-    }
-
-    /* take everything from the lease first: a completion callback may put
-     * again, or close the endpoint and so free the lease */
-    for (i = 0, e = 0; i < count; ++i) {
-        req_id[i] = lease->req_id[(lease->acked_seq + i) %
-                                  UCP_RVMA_LEASE_INFLIGHT];
-        status[i] = UCS_OK;
-        if ((e < ack->n_err) &&
-            (ack->err[e].seq == (uint32_t)(lease->acked_seq + i))) {
-            status[i] = (ucs_status_t)ack->err[e++].status;
-        }
-    }
-    lease->acked_seq = ack->seq;
-    lease->tail      = ack->cons;
-
-    for (i = 0; i < count; ++i) {
-        ucp_rvma_put_event(rw->worker, req_id[i], status[i], 0);
-    }
+    ucp_rvma_lease_ack(rw, ep, lease, ack->cons, ack->seq, ack->n_err,
+                       ack->err);
     return UCS_OK;
 }
 
@@ -626,6 +744,7 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
                                size_t length)
 {
     ucp_rvma_lease_t *lease;
+    ucp_rvma_ring_t *ring;
     ucp_rvma_rec_hdr_t *rec;
     size_t rec_size, pos;
     ucs_status_t status;
@@ -667,11 +786,20 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
+    ring        = lease->ring;
     rec         = UCS_PTR_BYTE_OFFSET(lease->staging, pos);
     rec->vaddr  = vaddr;
     rec->offset = offset;
     rec->length = length;
     rec->seq    = lease->seq;
+    if ((ring != NULL) && ring->ack_in_records && (ring->n_err == 0)) {
+        rec->ack_cons = ring->cons;
+        rec->ack_seq  = ring->seq;
+        rec->flags    = UCP_RVMA_REC_FLAG_ACK;
+    } else {
+        ring          = NULL; /* its failures go by message */
+        rec->flags    = 0;
+    }
     memcpy(rec + 1, buffer, length);
 
     iov.buffer = rec;
@@ -693,6 +821,10 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
      * free now, and the ring space comes back with the ack */
     lease->req_id[lease->seq % UCP_RVMA_LEASE_INFLIGHT] = req_id;
     ++lease->seq;
+    if (ring != NULL) {
+        ++ring->ack_carried;
+        ucp_rvma_ring_acked(ring);
+    }
     ++lease->puts;
     lease->head = head + rec_size;
     ucs_trace_req("ep %p: RVMA put %u of %zu bytes to 0x%" PRIx64 "+%" PRIu64
@@ -706,10 +838,12 @@ ucs_status_t ucp_rvma_ep_query(ucp_ep_h ep, ucp_rvma_ep_attr_t *attr)
 {
     ucp_worker_h worker     = ep->worker;
     ucp_rvma_lease_t *lease = NULL;
+    ucp_rvma_ring_t *ring   = NULL;
 
     UCP_WORKER_THREAD_CS_ENTER_CONDITIONAL(worker);
     if (worker->rvma != NULL) {
         lease = ucp_rvma_lease_find(worker->rvma, ep);
+        ring  = ucp_rvma_ring_find(worker->rvma, ep);
     }
 
     if (attr->field_mask & UCP_RVMA_EP_ATTR_FIELD_FAST) {
@@ -718,6 +852,10 @@ ucs_status_t ucp_rvma_ep_query(ucp_ep_h ep, ucp_rvma_ep_attr_t *attr)
     }
     if (attr->field_mask & UCP_RVMA_EP_ATTR_FIELD_FAST_PUTS) {
         attr->fast_puts = (lease != NULL) ? lease->puts : 0;
+    }
+    if (attr->field_mask & UCP_RVMA_EP_ATTR_FIELD_ACKS) {
+        attr->ack_msgs    = (ring != NULL) ? ring->ack_msgs : 0;
+        attr->ack_carried = (ring != NULL) ? ring->ack_carried : 0;
     }
     UCP_WORKER_THREAD_CS_EXIT_CONDITIONAL(worker);
     return UCS_OK;

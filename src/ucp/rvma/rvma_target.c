@@ -35,7 +35,7 @@ static void ucp_rvma_target_reply(ucp_rvma_worker_t *rw, ucp_ep_h reply_ep,
     reply.status = status;
     ret = ucp_rvma_worker_send_ctl(rw, reply_ep, UCP_RVMA_AM_REPLY, &reply,
                                    sizeof(reply), NULL, 0);
-    if (ret != UCS_OK) {
+    if (UCS_STATUS_IS_ERR(ret)) {
         /* the initiator is gone, or no memory: nobody gets the reply */
         ucs_debug("worker %p: RVMA reply to ep %p failed: %s", rw->worker,
                   reply_ep, ucs_status_string(ret));

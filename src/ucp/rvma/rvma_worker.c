@@ -246,7 +246,10 @@ static void ucp_rvma_ctl_sent(void *request, ucs_status_t status,
 }
 
 /* A small eager message of RVMA's own (reply, lease, ack): header and data
- * are copied into a message of the pool, which outlives the send */
+ * are copied into a message of the pool, which outlives the send. Returns
+ * UCS_OK when it was handed to the transport at once, UCS_INPROGRESS when
+ * UCP holds it (it may wait for resources, behind later operations that
+ * bypass UCP's queue) */
 ucs_status_t ucp_rvma_worker_send_ctl(ucp_rvma_worker_t *rw, ucp_ep_h ep,
                                       unsigned id, const void *header,
                                       size_t header_length, const void *data,
@@ -275,7 +278,7 @@ ucs_status_t ucp_rvma_worker_send_ctl(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     sreq = ucp_am_send_nbx(ep, rw->am_id + id, msg->ctl, header_length,
                            msg->ctl + header_length, length, &param);
     if (UCS_PTR_IS_PTR(sreq)) {
-        return UCS_OK; /* ucp_rvma_ctl_sent() releases both */
+        return UCS_INPROGRESS; /* ucp_rvma_ctl_sent() releases both */
     }
 
     ucs_mpool_put(msg);

@@ -37,6 +37,36 @@ while [ "$r" -le "$RUNS" ]; do
     fi
 done
 
+# The fabric's own floor, without UCX: a receive completion (what the
+# target of a write-with-immediate waits for) against a polled byte, as
+# perftest measures them on softverbs (typical latency, us)
+verbs_lat() {  # verbs_lat TOOL SIZE PORT
+    local srv_out
+    srv_out=$(mktemp)
+    # shellcheck disable=SC2086
+    env $(softverbs_env) timeout 60 "$1" -d softverbs0 -s "$2" -n 5000 \
+        -p "$3" > "$srv_out" 2>&1 &
+    sleep 0.7
+    # shellcheck disable=SC2086
+    env $(softverbs_env) timeout 60 "$1" -d softverbs0 -s "$2" -n 5000 \
+        -p "$3" localhost 2>/dev/null |
+        awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/ { print $5 }' | tail -n 1
+    wait
+    rm -f "$srv_out"
+}
+: > "$tmp/floor"
+if have_softverbs && command -v ib_send_lat > /dev/null &&
+   [ -z "${SOFTVERBS_NET:-}" ]; then
+    port=18515
+    for r in $(seq 1 "$RUNS"); do
+        for s in 8 4096; do
+            port=$((port + 2))
+            echo "floor $s $(verbs_lat ib_send_lat "$s" "$port")" \
+                 "$(verbs_lat ib_write_lat "$s" $((port + 1)))" >> "$tmp/floor"
+        done
+    done
+fi
+
 python3 - "$tmp" "$RUNS" "${UCX_TLS:-hcr}" > "$out/rvma-lat.txt" <<'PY'
 import sys, statistics
 tmp, runs, tls = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -71,6 +101,16 @@ print("rvma / flush, 8 B..4 KiB: max %.2f (goal <= 0.60)" %
       max(med[s][0] / med[s][1] for s in small))
 print("rvma / poll, 8 B..64 KiB: max %.2f (goal <= 1.15)" %
       max(med[s][0] / med[s][2] for s in med))
+floor = {}
+for line in open(f"{tmp}/floor"):
+    f = line.split()
+    if len(f) == 4:
+        floor.setdefault(int(f[1]), []).append((float(f[2]), float(f[3])))
+for s in sorted(floor):
+    send = statistics.median(v[0] for v in floor[s])
+    write = statistics.median(v[1] for v in floor[s])
+    print("fabric floor, %d B (perftest, no UCX): ib_send_lat %.2f us / "
+          "ib_write_lat %.2f us = %.2f" % (s, send, write, send / write))
 for p in sorted(rate):
     print("message rate, %d initiator(s) into one window, 8 B puts: "
           "%.0f puts/s fast path, %.0f active messages (medians)" %

@@ -23,10 +23,24 @@
  * which zcopy wins at that and every larger size measured, interpolated in
  * log-log between the last losing and the first winning size.
  *
+ * Where the two costs are within noise of each other over a range of sizes
+ * (non-resident pages on softverbs: pinning faults the pages in as the copy
+ * does), the crossover as a point moves with every run; what a measurement
+ * does establish is the band it lies in. Each iteration times (a) and (b)
+ * back to back, so the pairs give a sign test per size: a method wins a
+ * size when it was faster in so many pairs that a tie would give that few
+ * times in 20 (two-sided). The band runs from the largest size that
+ * staging wins to the smallest size from which zcopy wins and staging wins
+ * no larger one.
+ *
  * Output (parsed by bench/calib-crossover.sh):
  *   # comment lines
  *   <size> <resident|nonresident> <t_zcopy_us> <t_staging_us> <winner>
+ *     (winner: zcopy or staging, in capitals where the sign test decides)
  *   crossover <resident|nonresident> <bytes|none>
+ *   band <resident|nonresident> <bytes: 0 if staging wins no size>
+ *        <bytes|none: none if zcopy wins no size above the last one staging
+ *         wins>
  *
  * Run with UCX_IB_REG_METHODS=direct: with the default registration cache
  * every registration after the first would be a cache hit. Registration is
@@ -488,6 +502,60 @@ static unsigned make_sizes(bench_t *b, size_t *sizes)
 }
 
 /*
+ * Two-sided sign test: do k wins in n pairs show a difference at the 5%
+ * level? (exact binomial tail, n <= MAX_REPS)
+ */
+static int sign_test(unsigned k, unsigned n)
+{
+    double tail = 0, term = pow(0.5, n); /* C(n, 0) / 2^n */
+    unsigned j, lo = (k < n - k) ? k : n - k;
+
+    for (j = 0; j <= lo; ++j) {
+        tail += term;
+        term  = term * (n - j) / (j + 1);
+    }
+    return (2 * tail) <= 0.05;
+}
+
+/* Which method the pairs of one size decide for: 1 zcopy, -1 staging, 0 a
+ * tie (call before median(), which sorts the samples) */
+static int paired_winner(const samples_t *sz, const samples_t *ss,
+                         unsigned reps)
+{
+    unsigned r, k = 0;
+
+    for (r = 0; r < reps; ++r) {
+        k += sz->total[r] < ss->total[r];
+    }
+    if (!sign_test(k, reps)) {
+        return 0;
+    }
+    return (2 * k > reps) ? 1 : -1;
+}
+
+/* The band of the crossover (see the top of the file); hi = 0: none */
+static void crossover_band(const size_t *sizes, const int *win, unsigned n,
+                           double *lo, double *hi)
+{
+    unsigned i, last_staging = n;
+
+    *lo = 0;
+    *hi = 0;
+    for (i = 0; i < n; ++i) {
+        if (win[i] < 0) {
+            last_staging = i;
+            *lo          = sizes[i];
+        }
+    }
+    for (i = (last_staging == n) ? 0 : last_staging + 1; i < n; ++i) {
+        if (win[i] > 0) {
+            *hi = sizes[i];
+            return;
+        }
+    }
+}
+
+/*
  * Smallest size from which zcopy wins everywhere above; between the last
  * losing size and the first winning one, where log(t_zcopy / t_staging)
  * crosses 0 on a log-size axis. Returns 0 when zcopy never wins at the top.
@@ -521,8 +589,9 @@ static void run(bench_t *b)
 {
     size_t sizes[MAX_SIZES];
     double tz[MAX_SIZES], ts[MAX_SIZES];
+    int win[MAX_SIZES];
     samples_t samples_z, samples_s, *sz = &samples_z, *ss = &samples_s;
-    double cross[RES_LAST];
+    double cross[RES_LAST], band_lo[RES_LAST], band_hi[RES_LAST];
     unsigned n, i, r, reps;
     residency_t res;
 
@@ -551,10 +620,12 @@ static void run(bench_t *b)
                     time_staging(b, res, sizes[i], ss, r);
                 }
             }
-            tz[i] = median(sz->total, reps);
-            ts[i] = median(ss->total, reps);
+            win[i] = paired_winner(sz, ss, reps);
+            tz[i]  = median(sz->total, reps);
+            ts[i]  = median(ss->total, reps);
             printf("%-12zu %-11s %12.2f %12.2f %s\n", sizes[i],
                    residency_names[res], tz[i] * 1e6, ts[i] * 1e6,
+                   (win[i] > 0) ? "ZCOPY" : (win[i] < 0) ? "STAGING" :
                    (tz[i] < ts[i]) ? "zcopy" : "staging");
             if (b->verbose) {
                 /* medians of each phase: they need not add up exactly */
@@ -569,6 +640,7 @@ static void run(bench_t *b)
             fflush(stdout);
         }
         cross[res] = crossover(sizes, tz, ts, n);
+        crossover_band(sizes, win, n, &band_lo[res], &band_hi[res]);
     }
 
     for (res = 0; res < RES_LAST; ++res) {
@@ -576,6 +648,12 @@ static void run(bench_t *b)
             printf("crossover %s none\n", residency_names[res]);
         } else {
             printf("crossover %s %.0f\n", residency_names[res], cross[res]);
+        }
+        if (band_hi[res] == 0) {
+            printf("band %s %.0f none\n", residency_names[res], band_lo[res]);
+        } else {
+            printf("band %s %.0f %.0f\n", residency_names[res], band_lo[res],
+                   band_hi[res]);
         }
     }
 }

@@ -16,6 +16,20 @@
 # window's edge and prints the ratio as ">=x"; "-" means both sides lie
 # beyond the same edge.
 #
+# The point crossover is ill-conditioned where both methods cost nearly the
+# same per page; the band is what the measurement establishes there:
+# bench/calib-crossover.c decides each size by a paired sign test (5%,
+# two-sided) and reports the band from the largest size that staging wins
+# to the smallest size from which zcopy wins with no staging win above it
+# ("none": zcopy wins no such size in the window). The band of a row is the
+# median of its runs' bounds, and the row's band verdict is ok when the band
+# meets [predicted / 2, predicted * 2] (a prediction of "never" meets a band
+# open at the top). The band is printed for information: the exit status
+# follows the point verdicts, the issue's criterion. On non-resident pages
+# here the sign test decides differently from run to run (staging wins 8 MiB
+# in one, zcopy wins 1..6 MiB in the next): the band shows how much of the
+# scatter is the host's, not the prediction's.
+#
 # The regret column says what the prediction costs where it matters: at
 # the worst measured size, how much slower the method the predicted size
 # picks is than the faster of the two (0% when it always picks the
@@ -152,6 +166,16 @@ compare() {
     }'
 }
 
+# band_verdict PRED LO HI: does [PRED / 2, PRED * 2] meet the band [LO, HI]?
+band_verdict() {
+    awk -v p="$1" -v lo="$2" -v hi="$3" 'BEGIN {
+        if (p == "?" || lo == "?") { print "n/a"; exit }
+        if (p == "inf") { print (hi == "none") ? "ok" : "MISS"; exit }
+        top = (hi == "none") ? 1e300 : hi + 0
+        print ((2 * p >= lo + 0) && (p / 2 <= top)) ? "ok" : "MISS"
+    }'
+}
+
 human() {
     awk -v v="$1" 'BEGIN {
         if (v !~ /^[0-9.]+$/) { print v; exit }
@@ -215,6 +239,12 @@ for cost in $reg_costs; do
         pred=$pred_res
         [ "$res" = nonresident ] && pred=$pred_non
         read -r ratio verdict < <(compare "$pred" "$meas" "$lo" "$hi")
+        band_lo=$(awk -v r="$res" '$1 == "band" && $2 == r { print $3 }' \
+                  "$tmp"/run-"$cost"-*.txt | median_size none)
+        band_hi=$(awk -v r="$res" '$1 == "band" && $2 == r { print $4 }' \
+                  "$tmp"/run-"$cost"-*.txt | median_size none)
+        [ "$band_lo" = none ] && band_lo=0
+        bverdict=$(band_verdict "$pred" "$band_lo" "$band_hi")
         case $verdict in
         MISS) status=1 ;;
         n/a)  [ $status -eq 0 ] && status=2 ;;
@@ -229,10 +259,12 @@ for cost in $reg_costs; do
             "$tmp/times-$cost-$res.txt")
         all=$(awk -v r="$res" '$1 == "crossover" && $2 == r { print $3 }' \
               "$tmp"/run-"$cost"-*.txt | tr '\n' ' ')
-        rows+=("$(printf "%-11s %-11s %10s %10s %8s %-4s %7s  runs: %s" \
+        rows+=("$(printf "%-11s %-11s %10s %10s %8s %-4s %17s %-4s %7s  runs: %s" \
                   "$cost" "$res" "$(human "$pred")" "$(human "$meas")" \
-                  "$ratio" "$verdict" "$regret" "$all")")
-        echo "$cost $res $pred $meas" >> "$tmp/crossovers.txt"
+                  "$ratio" "$verdict" \
+                  "$(human "$band_lo")..$(human "$band_hi")" "$bverdict" \
+                  "$regret" "$all")")
+        echo "$cost $res $pred $meas $band_lo $band_hi" >> "$tmp/crossovers.txt"
     done
 done
 elapsed=$(( $(date +%s) - start ))
@@ -241,8 +273,8 @@ echo "register+zcopy+deregister vs copy into a registered staging buffer"
 echo "hcr on softverbs0:1, sizes $(human "$lo")..$(human "$hi")," \
      "medians of $runs runs (UCX_IB_REG_METHODS=direct," \
      "UCX_IB_PCI_RELAXED_ORDERING=$relaxed_order)"
-printf "%-11s %-11s %10s %10s %8s %-4s %7s\n" reg_cost_us residency \
-       predicted measured ratio ok regret
+printf "%-11s %-11s %10s %10s %8s %-4s %17s %-4s %7s\n" reg_cost_us \
+       residency predicted "point" ratio ok "band" ok regret
 printf "%s\n" "${rows[@]}"
 if [ -f "$tmp/calib.log" ]; then
     echo "predictions per calibration:"
@@ -271,7 +303,7 @@ mkdir -p "$results"
         echo "unset arrow; unset label"
         echo "set title 'SOFTVERBS\\_REG\\_COST\\_US=$cost'"
         y=0.04
-        while read -r c res pred meas; do
+        while read -r c res pred meas blo bhi; do
             [ "$c" = "$cost" ] || continue
             color=$([ "$res" = resident ] && echo "#1f77b4" || echo "#d62728")
             # predicted: dashed across the panel; measured: a solid tick
@@ -284,9 +316,16 @@ mkdir -p "$results"
                 echo "set arrow from $meas, graph 0 to $meas, graph 0.12" \
                      "nohead lw 3 lc rgb '$color'"
             fi
+            # the measured band: a bar along the bottom
+            b0=$blo; b1=$bhi
+            [ "$b0" -lt "$lo" ] && b0=$lo
+            [ "$b1" = none ] && b1=$hi
+            echo "set arrow from $b0, graph $y to $b1, graph $y" \
+                 "nohead lw 5 lc rgb '$color'"
             echo "set label '$res: predicted $(human "$pred")," \
-                 "measured $(human "$meas")' at graph 0.97, graph $y" \
-                 "right font ',8' tc rgb '$color'"
+                 "measured $(human "$meas"), band" \
+                 "$(human "$blo")..$(human "$bhi")' at graph 0.97," \
+                 "graph $y + 0.03 right font ',8' tc rgb '$color'"
             y=0.09
         done < "$tmp/crossovers.txt"
         fr=$tmp/times-$cost-resident.txt

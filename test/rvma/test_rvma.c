@@ -5,9 +5,10 @@
  * (unknown, closed and destroyed windows, no buffer, oversize, past the
  * threshold) with the target's memory checked untouched, four initiators
  * into one window, an initiator killed mid-epoch, and a target sleeping in
- * ucp_rvma_win_wait(), and the fast path (a small leased ring that wraps
- * many times, errors through its acks). Every test runs on hcr (UCX_TLS=hcr on softverbs)
- * and on tcp (the generic path), side by side.
+ * ucp_rvma_win_wait(), the fast path (a small leased ring that wraps many
+ * times, errors through its acks), and acks riding in the puts of a
+ * ping-pong. Every test runs on hcr (UCX_TLS=hcr on softverbs) and on tcp
+ * (the generic path), side by side.
  *
  * Rank 0 is the target; the others are initiators. Ranks step through a test
  * with out-of-band messages; the target progresses its worker while it waits

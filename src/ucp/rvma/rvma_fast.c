@@ -105,27 +105,28 @@ typedef enum {
 
 /* Target: a ring leased to the initiator of one endpoint */
 struct ucp_rvma_ring {
-    ucp_rvma_worker_t  *rw;
-    uint16_t           id;
-    ucp_ep_h           ep;          /* to the initiator, for the acks */
-    uint64_t           initiator_ep;
-    void               *base;
-    size_t             size;
-    uct_md_h           md;
-    uct_mem_h          memh;
-    uint64_t           cons;        /* bytes consumed, skips included */
-    uint64_t           acked_cons;
-    uint32_t           seq;         /* records handled */
-    uint32_t           acked_seq;
-    uint8_t            n_err;
-    ucp_rvma_ack_err_t err[UCP_RVMA_ACK_MAX_ERR];
-    ucp_rvma_lease_t   *lease;      /* our lease on the initiator's ring:
-                                       our records carry its acks */
-    int                ack_in_records; /* they may */
-    uint64_t           ack_msgs;    /* acks sent by message */
-    uint64_t           ack_carried; /* acks carried by our records */
-    ucp_rvma_ack_state_t ack_owed;  /* not NONE: in rw->ack_list */
-    ucs_list_link_t    list;
+    ucp_rvma_worker_t    *rw;
+    uint16_t             id;
+    ucp_ep_h             ep;             /* to the initiator, for the acks */
+    uint64_t             initiator_ep;
+    void                 *base;
+    size_t               size;
+    uct_md_h             md;
+    uct_mem_h            memh;
+    uint64_t             cons;           /* bytes consumed, skips included */
+    uint64_t             acked_cons;
+    uint32_t             seq;            /* records handled */
+    uint32_t             acked_seq;
+    uint8_t              n_err;
+    ucp_rvma_ack_err_t   err[UCP_RVMA_ACK_MAX_ERR];
+    ucp_rvma_lease_t     *lease;         /* our lease on the initiator's
+                                            ring: our records carry its
+                                            acks */
+    int                  ack_in_records; /* they may */
+    uint64_t             ack_msgs;       /* acks sent by message */
+    uint64_t             ack_carried;    /* acks carried by our records */
+    ucp_rvma_ack_state_t ack_owed;       /* not NONE: in rw->ack_list */
+    ucs_list_link_t      list;
 };
 
 
@@ -241,14 +242,17 @@ ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     ring->initiator_ep = req->initiator_ep;
     ring->size         = rw->ring_size;
     ring->md           = tl_md->md;
-    ring->lease          = ucp_rvma_lease_find(rw, ep);
-    ring->ack_in_records = 1;
-    if (ring->lease != NULL) {
-        ring->lease->ring = ring;
-    }
     rw->rings[id]      = ring;
     *rkey_size_p       = tl_md->attr.rkey_packed_size;
     *ring_p            = ring;
+
+    /* our lease on the initiator's ring, if we have one: our records will
+     * carry this ring's acks */
+    ring->ack_in_records = 1;
+    ring->lease          = ucp_rvma_lease_find(rw, ep);
+    if (ring->lease != NULL) {
+        ring->lease->ring = ring;
+    }
     ucs_debug("worker %p: RVMA ring %u of %zu bytes at %p leased to ep %p",
               rw->worker, id, ring->size, ring->base, ep);
     return UCS_OK;
@@ -434,10 +438,7 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     ucp_rvma_ring_t *ring;
     ucs_status_t status;
     size_t pos, cons_pos;
-    uint64_t ack_cons;
-    uint32_t ack_seq;
     unsigned id;
-    ucp_ep_h ep;
 
     if ((rw == NULL) || (length < sizeof(*nh))) {
         ucs_debug("worker %p: RVMA notification without rings dropped",
@@ -492,10 +493,8 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     lease = ring->lease;
     if ((rec->flags & UCP_RVMA_REC_FLAG_ACK) && (lease != NULL) &&
         (lease->state == UCP_RVMA_LEASE_READY)) {
-        ep       = ring->ep;
-        ack_cons = rec->ack_cons;
-        ack_seq  = rec->ack_seq;
-        ucp_rvma_lease_ack(rw, ep, lease, ack_cons, ack_seq, 0, NULL);
+        ucp_rvma_lease_ack(rw, ring->ep, lease, rec->ack_cons, rec->ack_seq,
+                           0, NULL);
     }
     return UCS_OK;
 }

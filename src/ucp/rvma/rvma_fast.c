@@ -502,6 +502,22 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
 
 /* ---- initiator: leases and puts ----------------------------------------- */
 
+/* The lease of the endpoint a control message names by its id, if it is in
+ * the state the message expects */
+static ucp_rvma_lease_t *
+ucp_rvma_lease_by_id(ucp_rvma_worker_t *rw, uint64_t ep_id,
+                     ucp_rvma_lease_state_t state, ucp_ep_h *ep_p)
+{
+    ucp_rvma_lease_t *lease;
+
+    if (ucp_worker_get_ep_by_id(rw->worker, ep_id, ep_p) != UCS_OK) {
+        return NULL;
+    }
+
+    lease = ucp_rvma_lease_find(rw, *ep_p);
+    return ((lease != NULL) && (lease->state == state)) ? lease : NULL;
+}
+
 static void ucp_rvma_lease_free(ucp_rvma_lease_t *lease)
 {
     if (lease->ring != NULL) {
@@ -633,10 +649,9 @@ static ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
         return UCS_OK;
     }
 
-    if ((ucp_worker_get_ep_by_id(rw->worker, hdr->initiator_ep, &ep) !=
-         UCS_OK) ||
-        ((lease = ucp_rvma_lease_find(rw, ep)) == NULL) ||
-        (lease->state != UCP_RVMA_LEASE_REQUESTED)) {
+    lease = ucp_rvma_lease_by_id(rw, hdr->initiator_ep,
+                                 UCP_RVMA_LEASE_REQUESTED, &ep);
+    if (lease == NULL) {
         ucs_debug("worker %p: RVMA lease for no request dropped", rw->worker);
         return UCS_OK;
     }
@@ -724,10 +739,9 @@ static ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
         return UCS_OK;
     }
 
-    if ((ucp_worker_get_ep_by_id(rw->worker, ack->initiator_ep, &ep) !=
-         UCS_OK) ||
-        ((lease = ucp_rvma_lease_find(rw, ep)) == NULL) ||
-        (lease->state != UCP_RVMA_LEASE_READY)) {
+    lease = ucp_rvma_lease_by_id(rw, ack->initiator_ep, UCP_RVMA_LEASE_READY,
+                                 &ep);
+    if (lease == NULL) {
         ucs_debug("worker %p: RVMA ack for no lease dropped", rw->worker);
         return UCS_OK;
     }

@@ -8,7 +8,9 @@
  * ucp_rvma_win_wait(), the fast path (a small leased ring that wraps many
  * times, errors through its acks), and acks riding in the puts of a
  * ping-pong. Every test runs on hcr (UCX_TLS=hcr on softverbs) and on tcp
- * (the generic path), side by side.
+ * (the generic path), side by side; the two fast path tests run on hcr once
+ * more with the records taken only at their completion, not found by polling
+ * the ring (UCX_HCR_RVMA_RING_POLL=n).
  *
  * Rank 0 is the target; the others are initiators. Ranks step through a test
  * with out-of-band messages; the target progresses its worker while it waits
@@ -32,6 +34,7 @@
 typedef struct {
     const char *tls;
     int        nprocs;
+    int        ring_poll; /* UCX_HCR_RVMA_RING_POLL */
 } rvma_arg_t;
 
 static void rvma_env(const rvma_arg_t *arg)
@@ -42,6 +45,7 @@ static void rvma_env(const rvma_arg_t *arg)
     }
     setenv("UCX_TLS", arg->tls, 1);
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    setenv("UCX_HCR_RVMA_RING_POLL", arg->ring_poll ? "y" : "n", 1);
 }
 
 static void rvma_sync_recv(th_ucp_t *ucp, th_oob_t *oob, int peer);
@@ -925,14 +929,18 @@ static void rvma_pp_wait(th_ucp_t *ucp, void *const volatile *comp)
     }
 }
 
-static void rvma_pp_acks(ucp_ep_h ep, uint64_t *msgs, uint64_t *carried)
+static void rvma_pp_acks(ucp_ep_h ep, uint64_t *msgs, uint64_t *carried,
+                         uint64_t *polled, uint64_t *notified)
 {
     ucp_rvma_ep_attr_t attr;
 
-    attr.field_mask = UCP_RVMA_EP_ATTR_FIELD_ACKS;
+    attr.field_mask = UCP_RVMA_EP_ATTR_FIELD_ACKS |
+                      UCP_RVMA_EP_ATTR_FIELD_TAKEN;
     TH_ASSERT_UCS_OK(ucp_rvma_ep_query(ep, &attr));
-    *msgs    = attr.ack_msgs;
-    *carried = attr.ack_carried;
+    *msgs     = attr.ack_msgs;
+    *carried  = attr.ack_carried;
+    *polled   = attr.taken_polled;
+    *notified = attr.taken_notified;
 }
 
 /* A ping-pong of puts, each answered by a put back (a request-reply
@@ -946,7 +954,7 @@ static void rvma_pp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     ucp_request_param_t param = {0};
     ucp_ep_h eps[2]           = {NULL};
     uint8_t out[RVMA_PP_LEN];
-    uint64_t length, msgs, carried;
+    uint64_t length, msgs, carried, polled, notified;
     ucp_rvma_win_h win, closed;
     void *comp, *req = NULL;
     ucp_ep_h ep;
@@ -1010,17 +1018,27 @@ static void rvma_pp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         rvma_sync_recv(&ucp, oob, 0);
     }
 
-    rvma_pp_acks(ep, &msgs, &carried);
-    th_log("rank %d: %" PRIu64 " ack messages, %" PRIu64 " acks carried",
-           rank, msgs, carried);
+    rvma_pp_acks(ep, &msgs, &carried, &polled, &notified);
+    th_log("rank %d: %" PRIu64 " ack messages, %" PRIu64 " acks carried, "
+           "%" PRIu64 " records found by polling, %" PRIu64 " at their "
+           "completion", rank, msgs, carried, polled, notified);
     if (!strcmp(arg->tls, "hcr")) {
         /* the first puts went by active message until the ring was leased;
          * rank 0 acks the refused put by message, and, since rank 1 does
          * not answer, its own last put */
         TH_ASSERT_OP_(carried, >=, RVMA_PP_ITERS - 4);
         TH_ASSERT_OP_(msgs, <=, (rank == 0) ? 4 : 2);
+        /* every record was taken once; by polling only if it is on. A side
+         * that spins on its completion pointer finds most of them so. */
+        TH_ASSERT_OP_(polled + notified, >=, RVMA_PP_ITERS - 2);
+        TH_ASSERT_OP_(polled + notified, <=, RVMA_PP_ITERS + 1);
+        if (arg->ring_poll) {
+            TH_ASSERT_OP_(polled, >=, RVMA_PP_ITERS / 2);
+        } else {
+            TH_ASSERT_EQ(polled, 0);
+        }
     } else {
-        TH_ASSERT_EQ(msgs + carried, 0);
+        TH_ASSERT_EQ(msgs + carried + polled + notified, 0);
     }
 
     th_oob_barrier(oob);
@@ -1032,9 +1050,10 @@ static void rvma_pp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
 /* ---- test table: every test on hcr and on tcp --------------------------- */
 
-static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs)
+static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs,
+                     int ring_poll)
 {
-    rvma_arg_t arg = {tls, nprocs};
+    rvma_arg_t arg = {tls, nprocs, ring_poll};
 
     /* softverbs reads its memlock limit when a process starts */
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
@@ -1042,8 +1061,8 @@ static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs)
 }
 
 #define RVMA_TEST(_name, _fn, _nprocs) \
-    TH_TEST(rvma, _name##_hcr) { rvma_run(_fn, "hcr", _nprocs); } \
-    TH_TEST(rvma, _name##_tcp) { rvma_run(_fn, "tcp", _nprocs); }
+    TH_TEST(rvma, _name##_hcr) { rvma_run(_fn, "hcr", _nprocs, 1); } \
+    TH_TEST(rvma, _name##_tcp) { rvma_run(_fn, "tcp", _nprocs, 1); }
 
 RVMA_TEST(threshold_bytes, rvma_bytes_rank, 2)
 RVMA_TEST(threshold_ops, rvma_ops_rank, 2)
@@ -1054,9 +1073,20 @@ RVMA_TEST(wait_wakeup, rvma_wait_rank, 2)
 RVMA_TEST(fast_path, rvma_fast_rank, 2)
 RVMA_TEST(ack_in_reply, rvma_pp_rank, 2)
 
+/* the fast path taking its records only at their completion */
+TH_TEST(rvma, fast_path_no_ring_poll_hcr)
+{
+    rvma_run(rvma_fast_rank, "hcr", 2, 0);
+}
+
+TH_TEST(rvma, ack_in_reply_no_ring_poll_hcr)
+{
+    rvma_run(rvma_pp_rank, "hcr", 2, 0);
+}
+
 static void rvma_killed(const char *tls)
 {
-    rvma_arg_t arg = {tls, 2};
+    rvma_arg_t arg = {tls, 2, 1};
     int status[2];
     th_procs_t *p;
 

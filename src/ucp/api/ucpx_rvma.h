@@ -295,8 +295,10 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
 enum ucp_rvma_ep_attr_field {
     UCP_RVMA_EP_ATTR_FIELD_FAST      = UCS_BIT(0), /**< fast */
     UCP_RVMA_EP_ATTR_FIELD_FAST_PUTS = UCS_BIT(1), /**< fast_puts */
-    UCP_RVMA_EP_ATTR_FIELD_ACKS      = UCS_BIT(2)  /**< ack_msgs and
+    UCP_RVMA_EP_ATTR_FIELD_ACKS      = UCS_BIT(2), /**< ack_msgs and
                                                         ack_carried */
+    UCP_RVMA_EP_ATTR_FIELD_TAKEN     = UCS_BIT(3)  /**< taken_polled and
+                                                        taken_notified */
 };
 
 
@@ -322,6 +324,14 @@ typedef struct ucp_rvma_ep_attr {
      *  header of this side's own fast-path puts to the peer, costing no
      *  network operation. */
     uint64_t ack_carried;
+
+    /** The peer's fast-path puts that this side found by polling the ring
+     *  (UCX_HCR_RVMA_RING_POLL), before the completion of their write. */
+    uint64_t taken_polled;
+
+    /** The peer's fast-path puts that this side took at the completion of
+     *  their write. */
+    uint64_t taken_notified;
 } ucp_rvma_ep_attr_t;
 
 

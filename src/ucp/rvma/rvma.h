@@ -32,10 +32,11 @@
  * Fast path (rvma_fast.c): where the active message lane has
  * uct_ep_put_notify_zcopy(), the target leases each initiator a registered
  * ring; a put of up to UCX_HCR_RVMA_FAST_MAX bytes is then one
- * write-with-immediate of a ucp_rvma_rec_hdr_t and the data into that ring,
- * and the target acknowledges the records in batches: in the header of its
- * own next fast put to the initiator, or else by an ack message
- * (ucp_rvma_ack_hdr_t) one progress round later.
+ * write-with-immediate of a ucp_rvma_rec_hdr_t, the data and a trailer word
+ * into that ring. The target finds the record by polling the ring for the
+ * trailer, or by the write's completion, and acknowledges the records in
+ * batches: in the header of its own next fast put to the initiator, or else
+ * by an ack message (ucp_rvma_ack_hdr_t) one progress round later.
  */
 
 #include <ucp/api/ucpx_rvma.h>
@@ -92,10 +93,12 @@ typedef struct ucp_rvma_reply_hdr {
 #define UCP_RVMA_REC_FLAG_ACK    UCS_BIT(0) /* ack_cons and ack_seq are valid */
 
 
-/* A put in a ring (fast path): this header, then the data. A record may
- * carry the acknowledgement of the ring its target leased to the writer
- * (the reverse direction of the same endpoint pair), as an ack message
- * would, without the errors. */
+/* A put in a ring (fast path): this header, then the data, then padding to
+ * the next multiple of UCP_RVMA_RING_ALIGN whose last 8 bytes are the
+ * record's trailer (ucp_rvma_rec_trailer()). A record may carry the
+ * acknowledgement of the ring its target leased to the writer (the reverse
+ * direction of the same endpoint pair), as an ack message would, without
+ * the errors. */
 typedef struct ucp_rvma_rec_hdr {
     uint64_t vaddr;
     uint64_t offset;
@@ -204,8 +207,11 @@ struct ucp_rvma_worker {
     khash_t(ucp_rvma_win) wins;   /* open and closed windows by vaddr */
     khash_t(ucp_rvma_lease) leases; /* initiator: by endpoint */
     ucp_rvma_ring_t    *rings[UCP_RVMA_MAX_RINGS]; /* target: by ring id */
+    unsigned           rings_end; /* target: no ring at this id or above */
+    unsigned           num_rings;
+    int                ring_poll; /* UCX_HCR_RVMA_RING_POLL */
     ucs_list_link_t    ack_list;  /* target: rings owing an ack */
-    uct_worker_cb_id_t ack_cb_id;
+    uct_worker_cb_id_t ring_cb_id; /* polls the rings, ages the acks */
     ucs_mpool_t        buf_mp;    /* ucp_rvma_buf_t */
     ucs_mpool_t        msg_mp;    /* ucp_rvma_msg_t */
     ucs_queue_head_t   deferred;  /* puts waiting for their endpoint's

@@ -33,12 +33,13 @@
  *   initiator                                 target
  *   lease request (AM)      ---------->       allocates, registers a ring
  *                           <----------       its address, rkey and id (AM)
- *   put: header and data into the
- *   local staging mirror, then ONE
- *   RDMA_WRITE_WITH_IMM     ---------->       receive completion, immediate =
- *     (immediate: ring id, position)          ring id | position: look up the
- *                                             window, copy into the posted
- *                                             buffer, count, complete it
+ *   put: header, data and trailer
+ *   into the local staging mirror,
+ *   then ONE RDMA_WRITE_WITH_IMM ----->       progress polls the ring for the
+ *     (immediate: ring id, position)          next record's trailer (or takes
+ *                                             the receive completion): look
+ *                                             up the window, copy into the
+ *                                             posted buffer, count, complete
  *                           <----------       ack: records handled, ring
  *                                             space free (in the header of
  *                                             the target's next fast put to
@@ -47,7 +48,11 @@
  *                                             failed ones (AM, at once)
  *
  * The put is one network operation, nothing else is on the path of the
- * target's notification, and the target's verdict (unknown, closed, full
+ * target's notification, not even the receive completion of the write
+ * (UCX_HCR_RVMA_RING_POLL): a record's trailer, its last 8 bytes, lands last
+ * and holds its sequence number and length, and the target clears the
+ * trailer words of the ring space it takes back. The completion still comes,
+ * and wakes a target that sleeps. The target's verdict (unknown, closed, full
  * window) still reaches the initiator's request, through the ack. The ack
  * waits a progress round for a put going back, which would carry it: in a
  * request-reply exchange (a halo, a ping-pong) every ack then rides on a
@@ -94,6 +99,22 @@ struct ucp_rvma_lease {
 };
 
 
+/* Bytes a record of length data bytes takes in a ring */
+static UCS_F_ALWAYS_INLINE size_t ucp_rvma_rec_size(size_t length)
+{
+    return ucs_align_up_pow2(sizeof(ucp_rvma_rec_hdr_t) + length +
+                             sizeof(uint64_t), UCP_RVMA_RING_ALIGN);
+}
+
+/* A record's last 8 bytes. Never 0, which is what the target leaves where a
+ * trailer could be once it took a record (ucp_rvma_ring_clear()). */
+static UCS_F_ALWAYS_INLINE uint64_t ucp_rvma_rec_trailer(uint32_t seq,
+                                                         size_t length)
+{
+    return UCS_BIT(63) | ((uint64_t)length << 32) | seq;
+}
+
+
 /* Acknowledgement owed by a ring: it waits a progress round for a record
  * going back to carry it */
 typedef enum {
@@ -116,6 +137,7 @@ struct ucp_rvma_ring {
     uint64_t             cons;           /* bytes consumed, skips included */
     uint64_t             acked_cons;
     uint32_t             seq;            /* records handled */
+    uint32_t             notified;       /* notifications handled */
     uint32_t             acked_seq;
     uint8_t              n_err;
     ucp_rvma_ack_err_t   err[UCP_RVMA_ACK_MAX_ERR];
@@ -125,6 +147,8 @@ struct ucp_rvma_ring {
     int                  ack_in_records; /* they may */
     uint64_t             ack_msgs;       /* acks sent by message */
     uint64_t             ack_carried;    /* acks carried by our records */
+    uint64_t             taken_polled;   /* records found by polling */
+    uint64_t             taken_notified; /* records taken at completion */
     ucp_rvma_ack_state_t ack_owed;       /* not NONE: in rw->ack_list */
     ucs_list_link_t      list;
 };
@@ -179,7 +203,13 @@ static void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring)
     ucs_free(ring->base);
     rw->rings[ring->id] = NULL;
     ucs_free(ring);
+
+    if (--rw->num_rings == 0) {
+        uct_worker_progress_unregister_safe(rw->worker->uct, &rw->ring_cb_id);
+    }
 }
+
+static unsigned ucp_rvma_ring_progress(void *arg);
 
 static ucs_status_t
 ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
@@ -223,6 +253,9 @@ ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         goto err_free_ring;
     }
 
+    /* no trailer anywhere yet */
+    memset(ring->base, 0, rw->ring_size);
+
     status = uct_md_mem_reg(tl_md->md, ring->base, rw->ring_size,
                             UCT_MD_MEM_ACCESS_REMOTE_PUT |
                             UCT_MD_MEM_ACCESS_LOCAL_WRITE,
@@ -243,8 +276,15 @@ ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     ring->size         = rw->ring_size;
     ring->md           = tl_md->md;
     rw->rings[id]      = ring;
+    rw->rings_end      = ucs_max(rw->rings_end, id + 1);
     *rkey_size_p       = tl_md->attr.rkey_packed_size;
     *ring_p            = ring;
+    if (rw->num_rings++ == 0) {
+        uct_worker_progress_register_safe(rw->worker->uct,
+                                          ucp_rvma_ring_progress, rw,
+                                          UCS_CALLBACKQ_FLAG_FAST,
+                                          &rw->ring_cb_id);
+    }
 
     /* our lease on the initiator's ring, if we have one: our records will
      * carry this ring's acks */
@@ -366,11 +406,10 @@ static ucs_status_t ucp_rvma_ring_ack(ucp_rvma_ring_t *ring)
     return UCS_OK;
 }
 
-static unsigned ucp_rvma_ack_progress(void *arg)
+static unsigned ucp_rvma_ack_progress(ucp_rvma_worker_t *rw)
 {
-    ucp_rvma_worker_t *rw = arg;
     ucp_rvma_ring_t *ring, *tmp;
-    unsigned count        = 0;
+    unsigned count = 0;
 
     ucs_list_for_each_safe(ring, tmp, &rw->ack_list, list) {
         if ((ring->ack_owed == UCP_RVMA_ACK_OWED) && (ring->n_err == 0)) {
@@ -383,9 +422,6 @@ static unsigned ucp_rvma_ack_progress(void *arg)
         }
     }
 
-    if (ucs_list_is_empty(&rw->ack_list)) {
-        uct_worker_progress_unregister_safe(rw->worker->uct, &rw->ack_cb_id);
-    }
     return count;
 }
 
@@ -415,9 +451,6 @@ static void ucp_rvma_ring_ack_owed(ucp_rvma_ring_t *ring)
                           ring->ack_in_records) ?
                          UCP_RVMA_ACK_OWED : UCP_RVMA_ACK_OVERDUE;
         ucs_list_add_tail(&rw->ack_list, &ring->list);
-        uct_worker_progress_register_safe(rw->worker->uct,
-                                          ucp_rvma_ack_progress, rw, 0,
-                                          &rw->ack_cb_id);
     }
 }
 
@@ -425,6 +458,159 @@ static void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
                                ucp_rvma_lease_t *lease, uint64_t cons,
                                uint32_t seq, unsigned n_err,
                                const ucp_rvma_ack_err_t *err);
+
+/* The record at pos if it is the next one and has landed whole: its header
+ * names it, and its trailer, written last, is there */
+static const ucp_rvma_rec_hdr_t *
+ucp_rvma_ring_landed(const ucp_rvma_ring_t *ring, size_t pos)
+{
+    const volatile ucp_rvma_rec_hdr_t *rec = UCS_PTR_BYTE_OFFSET(ring->base,
+                                                                 pos);
+    const volatile uint64_t *trailer;
+    size_t rec_size;
+    uint32_t length;
+
+    if (rec->seq != ring->seq) {
+        return NULL;
+    }
+
+    length   = rec->length;
+    rec_size = ucp_rvma_rec_size(length);
+    if ((pos + rec_size) > ring->size) {
+        return NULL;
+    }
+
+    trailer = UCS_PTR_BYTE_OFFSET(ring->base,
+                                  pos + rec_size - sizeof(*trailer));
+    if (*trailer != ucp_rvma_rec_trailer(ring->seq, length)) {
+        return NULL;
+    }
+
+    ucs_memory_cpu_load_fence();
+    return (const ucp_rvma_rec_hdr_t*)rec;
+}
+
+/* Leave zeros where a later record's sequence number or trailer may be
+ * looked for in the space of a record taken: records start and end on
+ * UCP_RVMA_RING_ALIGN blocks */
+static void ucp_rvma_ring_clear(ucp_rvma_ring_t *ring, size_t pos,
+                                size_t rec_size)
+{
+    void *block = UCS_PTR_BYTE_OFFSET(ring->base, pos);
+    void *end   = UCS_PTR_BYTE_OFFSET(block, rec_size);
+
+    UCS_STATIC_ASSERT(ucs_offsetof(ucp_rvma_rec_hdr_t, seq) ==
+                      (ucs_offsetof(ucp_rvma_rec_hdr_t, length) +
+                       sizeof(uint32_t)));
+    for (; block < end; block = UCS_PTR_BYTE_OFFSET(block,
+                                                    UCP_RVMA_RING_ALIGN)) {
+        *(uint64_t*)UCS_PTR_BYTE_OFFSET(block,
+                                        ucs_offsetof(ucp_rvma_rec_hdr_t,
+                                                     length)) = 0;
+        *(uint64_t*)UCS_PTR_BYTE_OFFSET(block, UCP_RVMA_RING_ALIGN -
+                                               sizeof(uint64_t)) = 0;
+    }
+}
+
+/* Take the next record, which landed whole at pos: place it, note its
+ * verdict for the ack, and take the ack of our own puts it may carry */
+static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
+                               const ucp_rvma_rec_hdr_t *rec)
+{
+    ucp_rvma_worker_t *rw = ring->rw;
+    size_t rec_size       = ucp_rvma_rec_size(rec->length);
+    int has_ack           = rec->flags & UCP_RVMA_REC_FLAG_ACK;
+    uint64_t ack_cons     = rec->ack_cons;
+    uint32_t ack_seq      = rec->ack_seq;
+    ucp_rvma_lease_t *lease;
+    ucs_status_t status;
+    size_t cons_pos;
+
+    /* a position behind ours: the initiator skipped the end of the ring */
+    cons_pos    = ring->cons % ring->size;
+    ring->cons += (pos >= cons_pos) ? (pos - cons_pos) :
+                                      (ring->size - cons_pos + pos);
+    ring->cons += rec_size;
+
+    status = ucp_rvma_target_place(rw, rec->vaddr, rec->offset, rec + 1,
+                                   rec->length);
+    if ((status != UCS_OK) && (ring->n_err == UCP_RVMA_ACK_MAX_ERR) &&
+        (ucp_rvma_ring_ack(ring) != UCS_OK)) {
+        /* no memory for an ack: the initiator sees this put succeed */
+        ucs_error("worker %p: RVMA ring %u: verdict %s of record %u lost",
+                  rw->worker, ring->id, ucs_status_string(status), ring->seq);
+    } else if (status != UCS_OK) {
+        ring->err[ring->n_err].seq    = ring->seq;
+        ring->err[ring->n_err].status = status;
+        ++ring->n_err;
+    }
+
+    if (rw->ring_poll) {
+        ucp_rvma_ring_clear(ring, pos, rec_size);
+    }
+    ++ring->seq;
+    ucp_rvma_ring_ack_owed(ring);
+
+    /* last: completing our requests may close the endpoint, and free the
+     * ring with the lease */
+    lease = ring->lease;
+    if (has_ack && (lease != NULL) && (lease->state == UCP_RVMA_LEASE_READY)) {
+        ucp_rvma_lease_ack(rw, ring->ep, lease, ack_cons, ack_seq, 0, NULL);
+    }
+}
+
+/* Take the records of ring id that have landed whole, in order; at a
+ * notification (a write's completion) or not */
+static unsigned ucp_rvma_ring_poll(ucp_rvma_worker_t *rw, unsigned id,
+                                   int notified)
+{
+    const ucp_rvma_rec_hdr_t *rec;
+    ucp_rvma_ring_t *ring;
+    unsigned count = 0;
+    size_t pos;
+
+    while ((ring = rw->rings[id]) != NULL) {
+        /* where the last record ended, or at 0 after a skip */
+        pos = ring->cons % ring->size;
+        rec = ucp_rvma_ring_landed(ring, pos);
+        if ((rec == NULL) && (pos != 0)) {
+            pos = 0;
+            rec = ucp_rvma_ring_landed(ring, pos);
+        }
+        if (rec == NULL) {
+            break;
+        }
+
+        if (notified) {
+            ++ring->taken_notified;
+        } else {
+            ++ring->taken_polled;
+        }
+
+        /* may free the ring */
+        ucp_rvma_ring_take(ring, pos, rec);
+        ++count;
+    }
+
+    return count;
+}
+
+/* Registered while this worker has rings: finds their records, and sends
+ * the acks owed since the last round */
+static unsigned ucp_rvma_ring_progress(void *arg)
+{
+    ucp_rvma_worker_t *rw = arg;
+    unsigned count        = 0;
+    unsigned id;
+
+    if (rw->ring_poll) {
+        for (id = 0; id < rw->rings_end; ++id) {
+            count += ucp_rvma_ring_poll(rw, id, 0);
+        }
+    }
+
+    return count + ucp_rvma_ack_progress(rw);
+}
 
 /* A record landed in a ring: the notification of its write-with-immediate */
 static ucs_status_t
@@ -434,11 +620,10 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     ucp_rvma_worker_t *rw          = worker->rvma;
     const uct_put_notify_hdr_t *nh = data;
     const ucp_rvma_rec_hdr_t *rec;
-    ucp_rvma_lease_t *lease;
     ucp_rvma_ring_t *ring;
-    ucs_status_t status;
-    size_t pos, cons_pos;
     unsigned id;
+    uint32_t seq;
+    size_t pos;
 
     if ((rw == NULL) || (length < sizeof(*nh))) {
         ucs_debug("worker %p: RVMA notification without rings dropped",
@@ -457,45 +642,31 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
         return UCS_OK;
     }
 
+    if (rw->ring_poll) {
+        /* each record has one notification, in order: this one says that
+         * record number seq, and all before it, landed whole; polling takes
+         * them, unless it did already */
+        seq = ring->notified++;
+        ucp_rvma_ring_poll(rw, id, 1);
+        ring = rw->rings[id];
+        if ((ring != NULL) && !UCS_CIRCULAR_COMPARE32(seq, <, ring->seq)) {
+            ucs_error("worker %p: RVMA ring %u: record %u landed but does "
+                      "not read as one", worker, id, ring->seq);
+        }
+        return UCS_OK;
+    }
+
     rec = UCS_PTR_BYTE_OFFSET(ring->base, pos);
     if ((rec->seq != ring->seq) ||
-        ((sizeof(*rec) + rec->length) != nh->length)) {
+        (ucp_rvma_rec_size(rec->length) != nh->length)) {
         ucs_error("worker %p: RVMA ring %u: record %u of %u bytes at %zu is "
                   "not the expected record %u, dropped", worker, id, rec->seq,
                   nh->length, pos, ring->seq);
         return UCS_OK;
     }
 
-    /* a position behind ours: the initiator skipped the end of the ring */
-    cons_pos    = ring->cons % ring->size;
-    ring->cons += (pos >= cons_pos) ? (pos - cons_pos) :
-                                      (ring->size - cons_pos + pos);
-    ring->cons += ucs_align_up_pow2(nh->length, UCP_RVMA_RING_ALIGN);
-
-    status = ucp_rvma_target_place(rw, rec->vaddr, rec->offset, rec + 1,
-                                   rec->length);
-    if ((status != UCS_OK) && (ring->n_err == UCP_RVMA_ACK_MAX_ERR) &&
-        (ucp_rvma_ring_ack(ring) != UCS_OK)) {
-        /* no memory for an ack: the initiator sees this put succeed */
-        ucs_error("worker %p: RVMA ring %u: verdict %s of record %u lost",
-                  worker, id, ucs_status_string(status), ring->seq);
-    } else if (status != UCS_OK) {
-        ring->err[ring->n_err].seq    = ring->seq;
-        ring->err[ring->n_err].status = status;
-        ++ring->n_err;
-    }
-
-    ++ring->seq;
-    ucp_rvma_ring_ack_owed(ring);
-
-    /* last: completing our requests may close the endpoint, and free the
-     * ring with the lease */
-    lease = ring->lease;
-    if ((rec->flags & UCP_RVMA_REC_FLAG_ACK) && (lease != NULL) &&
-        (lease->state == UCP_RVMA_LEASE_READY)) {
-        ucp_rvma_lease_ack(rw, ring->ep, lease, rec->ack_cons, rec->ack_seq,
-                           0, NULL);
-    }
+    ++ring->taken_notified;
+    ucp_rvma_ring_take(ring, pos, rec);
     return UCS_OK;
 }
 
@@ -781,7 +952,7 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    rec_size = ucs_align_up_pow2(sizeof(*rec) + length, UCP_RVMA_RING_ALIGN);
+    rec_size = ucp_rvma_rec_size(length);
     if (rec_size > (lease->size / 2)) {
         return UCS_ERR_UNSUPPORTED;
     }
@@ -814,9 +985,11 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         rec->flags    = 0;
     }
     memcpy(rec + 1, buffer, length);
+    *(uint64_t*)UCS_PTR_BYTE_OFFSET(rec, rec_size - sizeof(uint64_t)) =
+            ucp_rvma_rec_trailer(rec->seq, length);
 
     iov.buffer = rec;
-    iov.length = sizeof(*rec) + length;
+    iov.length = rec_size;
     iov.memh   = lease->memh;
     iov.stride = 0;
     iov.count  = 1;
@@ -870,6 +1043,10 @@ ucs_status_t ucp_rvma_ep_query(ucp_ep_h ep, ucp_rvma_ep_attr_t *attr)
         attr->ack_msgs    = (ring != NULL) ? ring->ack_msgs : 0;
         attr->ack_carried = (ring != NULL) ? ring->ack_carried : 0;
     }
+    if (attr->field_mask & UCP_RVMA_EP_ATTR_FIELD_TAKEN) {
+        attr->taken_polled   = (ring != NULL) ? ring->taken_polled : 0;
+        attr->taken_notified = (ring != NULL) ? ring->taken_notified : 0;
+    }
     UCP_WORKER_THREAD_CS_EXIT_CONDITIONAL(worker);
     return UCS_OK;
 }
@@ -892,7 +1069,7 @@ ucs_status_t ucp_rvma_fast_init(ucp_rvma_worker_t *rw)
 
     kh_init_inplace(ucp_rvma_lease, &rw->leases);
     ucs_list_head_init(&rw->ack_list);
-    rw->ack_cb_id = UCS_CALLBACKQ_ID_NULL;
+    rw->ring_cb_id = UCS_CALLBACKQ_ID_NULL;
 
     for (i = 0; i < ucs_static_array_size(handlers); ++i) {
         status = ucp_rvma_worker_set_handler(rw, handlers[i].id,
@@ -911,7 +1088,6 @@ void ucp_rvma_fast_cleanup(ucp_rvma_worker_t *rw)
     ucp_rvma_lease_t *lease;
     unsigned id;
 
-    uct_worker_progress_unregister_safe(rw->worker->uct, &rw->ack_cb_id);
     for (id = 0; id < UCP_RVMA_MAX_RINGS; ++id) {
         if (rw->rings[id] != NULL) {
             ucp_rvma_ring_destroy(rw->rings[id]);

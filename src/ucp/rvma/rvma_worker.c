@@ -28,6 +28,7 @@ typedef struct ucp_rvma_config {
     int      fast;
     size_t   ring_size;
     size_t   fast_max;
+    int      ring_poll;
 } ucp_rvma_config_t;
 
 static ucs_config_field_t ucp_rvma_config_table[] = {
@@ -56,6 +57,14 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
      "finds the ring full, take the active message path. At most a quarter\n"
      "of RING_SIZE.",
      ucs_offsetof(ucp_rvma_config_t, fast_max), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"RING_POLL", "y",
+     "Find fast path records by polling the rings, as soon as a record's\n"
+     "last bytes have landed, instead of waiting for the write's receive\n"
+     "completion. This needs the bytes of one RDMA write to land in order\n"
+     "(softverbs does; so do the HCAs that eager RDMA in MVAPICH and Open\n"
+     "MPI polls). With n, records are taken only at their completion.",
+     ucs_offsetof(ucp_rvma_config_t, ring_poll), UCS_CONFIG_TYPE_BOOL},
 
     {NULL}
 };
@@ -141,6 +150,7 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
     rw->fast           = config.fast;
     rw->ring_size      = config.ring_size;
     rw->fast_max       = config.fast_max;
+    rw->ring_poll      = config.ring_poll;
     rw->deferred_cb_id = UCS_CALLBACKQ_ID_NULL;
     kh_init_inplace(ucp_rvma_win, &rw->wins);
     ucs_queue_head_init(&rw->deferred);

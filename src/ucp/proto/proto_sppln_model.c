@@ -198,7 +198,11 @@ void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched)
 }
 
 /* Whether the UCP registration cache holds all of [buffer, buffer+length)
- * already: a peek at its page table, without taking a reference */
+ * already: a peek at its page table, without taking a reference. An unmap
+ * that found the page table busy is queued and removed from it only at the
+ * cache's next operation, so while the queue is not empty a region in the
+ * table may be stale (its range unmapped, maybe mapped again fresh): then
+ * nothing counts as a hit. */
 static int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
                                 size_t length)
 {
@@ -206,13 +210,18 @@ static int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
     ucs_pgt_region_t *pgt_region;
     ucs_rcache_region_t *region;
     int hit = 0;
+    int stale;
 
     if (rcache == NULL) {
         return 0;
     }
 
     pthread_rwlock_rdlock(&rcache->pgt_lock);
-    pgt_region = ucs_pgtable_lookup(&rcache->pgtable, (uintptr_t)buffer);
+    ucs_spin_lock(&rcache->lock);
+    stale = !ucs_queue_is_empty(&rcache->inv_q);
+    ucs_spin_unlock(&rcache->lock);
+    pgt_region = stale ? NULL :
+                 ucs_pgtable_lookup(&rcache->pgtable, (uintptr_t)buffer);
     if (pgt_region != NULL) {
         region = ucs_derived_of(pgt_region, ucs_rcache_region_t);
         hit    = (region->flags & UCS_RCACHE_REGION_FLAG_REGISTERED) &&

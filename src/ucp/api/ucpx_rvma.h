@@ -326,11 +326,12 @@ typedef struct ucp_rvma_ep_attr {
     uint64_t ack_carried;
 
     /** The peer's fast-path puts that this side found by polling the ring
-     *  (UCX_HCR_RVMA_RING_POLL), before the completion of their write. */
+     *  in a progress round (UCX_HCR_RVMA_RING_POLL). */
     uint64_t taken_polled;
 
-    /** The peer's fast-path puts that this side took at the completion of
-     *  their write. */
+    /** The peer's fast-path puts that this side took while it handled the
+     *  completion of a write: that write's put, and with ring polling any
+     *  later ones that had landed too. */
     uint64_t taken_notified;
 } ucp_rvma_ep_attr_t;
 

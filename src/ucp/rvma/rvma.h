@@ -95,7 +95,8 @@ typedef struct ucp_rvma_reply_hdr {
 
 /* A put in a ring (fast path): this header, then the data, then padding to
  * the next multiple of UCP_RVMA_RING_ALIGN whose last 8 bytes are the
- * record's trailer (ucp_rvma_rec_trailer()). A record may carry the
+ * record's trailer: its sequence number and length, and bit 63 set. A
+ * record may carry the
  * acknowledgement of the ring its target leased to the writer (the reverse
  * direction of the same endpoint pair), as an ack message would, without
  * the errors. */
@@ -207,7 +208,8 @@ struct ucp_rvma_worker {
     khash_t(ucp_rvma_win) wins;   /* open and closed windows by vaddr */
     khash_t(ucp_rvma_lease) leases; /* initiator: by endpoint */
     ucp_rvma_ring_t    *rings[UCP_RVMA_MAX_RINGS]; /* target: by ring id */
-    unsigned           rings_end; /* target: no ring at this id or above */
+    unsigned           rings_end; /* target: no ring at this id or above
+                                     (not lowered when rings go) */
     unsigned           num_rings;
     int                ring_poll; /* UCX_HCR_RVMA_RING_POLL */
     ucs_list_link_t    ack_list;  /* target: rings owing an ack */

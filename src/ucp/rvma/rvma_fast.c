@@ -107,7 +107,7 @@ static UCS_F_ALWAYS_INLINE size_t ucp_rvma_rec_size(size_t length)
 }
 
 /* A record's last 8 bytes. Never 0, which is what the target leaves where a
- * trailer could be once it took a record (ucp_rvma_ring_clear()). */
+ * trailer could be (ucp_rvma_ring_clear()). */
 static UCS_F_ALWAYS_INLINE uint64_t ucp_rvma_rec_trailer(uint32_t seq,
                                                          size_t length)
 {
@@ -154,6 +154,9 @@ struct ucp_rvma_ring {
 };
 
 
+static unsigned ucp_rvma_ring_progress(void *arg);
+
+
 static const char *ucp_rvma_md_component_name(ucp_context_h context,
                                               ucp_md_index_t md_index)
 {
@@ -187,6 +190,33 @@ static ucp_rvma_ring_t *ucp_rvma_ring_find(ucp_rvma_worker_t *rw, ucp_ep_h ep)
     return NULL;
 }
 
+/* Leave, in the space of a record taken, nothing that reads as a record:
+ * on every UCP_RVMA_RING_ALIGN block (where a later record may start) a
+ * length that does not fit in the ring and sequence number 2^32-1, and in
+ * its last 8 bytes (where a later record may end) 0, which no trailer is.
+ * A record's sequence number then matches only once its header has landed,
+ * and its trailer only once the record has. */
+static void ucp_rvma_ring_clear(ucp_rvma_ring_t *ring, size_t pos,
+                                size_t rec_size)
+{
+    void *block = UCS_PTR_BYTE_OFFSET(ring->base, pos);
+    void *end   = UCS_PTR_BYTE_OFFSET(block, rec_size);
+
+    UCS_STATIC_ASSERT(ucs_offsetof(ucp_rvma_rec_hdr_t, seq) ==
+                      (ucs_offsetof(ucp_rvma_rec_hdr_t, length) +
+                       sizeof(uint32_t)));
+    UCS_STATIC_ASSERT((ucs_offsetof(ucp_rvma_rec_hdr_t, length) %
+                       sizeof(uint64_t)) == 0);
+    for (; block < end; block = UCS_PTR_BYTE_OFFSET(block,
+                                                    UCP_RVMA_RING_ALIGN)) {
+        *(uint64_t*)UCS_PTR_BYTE_OFFSET(block,
+                                        ucs_offsetof(ucp_rvma_rec_hdr_t,
+                                                     length)) = UINT64_MAX;
+        *(uint64_t*)UCS_PTR_BYTE_OFFSET(block, UCP_RVMA_RING_ALIGN -
+                                               sizeof(uint64_t)) = 0;
+    }
+}
+
 static void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring)
 {
     ucp_rvma_worker_t *rw = ring->rw;
@@ -204,12 +234,11 @@ static void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring)
     rw->rings[ring->id] = NULL;
     ucs_free(ring);
 
-    if (--rw->num_rings == 0) {
+    --rw->num_rings;
+    if (rw->num_rings == 0) {
         uct_worker_progress_unregister_safe(rw->worker->uct, &rw->ring_cb_id);
     }
 }
-
-static unsigned ucp_rvma_ring_progress(void *arg);
 
 static ucs_status_t
 ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
@@ -253,8 +282,9 @@ ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         goto err_free_ring;
     }
 
-    /* no trailer anywhere yet */
-    memset(ring->base, 0, rw->ring_size);
+    /* no record anywhere yet */
+    ring->size = rw->ring_size;
+    ucp_rvma_ring_clear(ring, 0, ring->size);
 
     status = uct_md_mem_reg(tl_md->md, ring->base, rw->ring_size,
                             UCT_MD_MEM_ACCESS_REMOTE_PUT |
@@ -273,13 +303,13 @@ ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     ring->id           = id;
     ring->ep           = ep;
     ring->initiator_ep = req->initiator_ep;
-    ring->size         = rw->ring_size;
     ring->md           = tl_md->md;
     rw->rings[id]      = ring;
     rw->rings_end      = ucs_max(rw->rings_end, id + 1);
     *rkey_size_p       = tl_md->attr.rkey_packed_size;
     *ring_p            = ring;
-    if (rw->num_rings++ == 0) {
+    ++rw->num_rings;
+    if (rw->num_rings == 1) {
         uct_worker_progress_register_safe(rw->worker->uct,
                                           ucp_rvma_ring_progress, rw,
                                           UCS_CALLBACKQ_FLAG_FAST,
@@ -460,65 +490,54 @@ static void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
                                const ucp_rvma_ack_err_t *err);
 
 /* The record at pos if it is the next one and has landed whole: its header
- * names it, and its trailer, written last, is there */
+ * names it, and its trailer, written last, is there. Its length and
+ * sequence number are read in one load, and the length is returned: the
+ * header may be landing while it is read. */
 static const ucp_rvma_rec_hdr_t *
-ucp_rvma_ring_landed(const ucp_rvma_ring_t *ring, size_t pos)
+ucp_rvma_ring_landed(const ucp_rvma_ring_t *ring, size_t pos,
+                     uint32_t *length_p)
 {
-    const volatile ucp_rvma_rec_hdr_t *rec = UCS_PTR_BYTE_OFFSET(ring->base,
-                                                                 pos);
+    const void *rec = UCS_PTR_BYTE_OFFSET(ring->base, pos);
     const volatile uint64_t *trailer;
+    struct {
+        uint32_t length;
+        uint32_t seq;
+    } ls;
     size_t rec_size;
-    uint32_t length;
+    uint64_t word;
 
-    if (rec->seq != ring->seq) {
+    word = *(const volatile uint64_t*)
+                   UCS_PTR_BYTE_OFFSET(rec, ucs_offsetof(ucp_rvma_rec_hdr_t,
+                                                         length));
+    memcpy(&ls, &word, sizeof(ls));
+    if (ls.seq != ring->seq) {
         return NULL;
     }
 
-    length   = rec->length;
-    rec_size = ucp_rvma_rec_size(length);
+    rec_size = ucp_rvma_rec_size(ls.length);
     if ((pos + rec_size) > ring->size) {
         return NULL;
     }
 
     trailer = UCS_PTR_BYTE_OFFSET(ring->base,
                                   pos + rec_size - sizeof(*trailer));
-    if (*trailer != ucp_rvma_rec_trailer(ring->seq, length)) {
+    if (*trailer != ucp_rvma_rec_trailer(ls.seq, ls.length)) {
         return NULL;
     }
 
     ucs_memory_cpu_load_fence();
-    return (const ucp_rvma_rec_hdr_t*)rec;
+    *length_p = ls.length;
+    return rec;
 }
 
-/* Leave zeros where a later record's sequence number or trailer may be
- * looked for in the space of a record taken: records start and end on
- * UCP_RVMA_RING_ALIGN blocks */
-static void ucp_rvma_ring_clear(ucp_rvma_ring_t *ring, size_t pos,
-                                size_t rec_size)
-{
-    void *block = UCS_PTR_BYTE_OFFSET(ring->base, pos);
-    void *end   = UCS_PTR_BYTE_OFFSET(block, rec_size);
-
-    UCS_STATIC_ASSERT(ucs_offsetof(ucp_rvma_rec_hdr_t, seq) ==
-                      (ucs_offsetof(ucp_rvma_rec_hdr_t, length) +
-                       sizeof(uint32_t)));
-    for (; block < end; block = UCS_PTR_BYTE_OFFSET(block,
-                                                    UCP_RVMA_RING_ALIGN)) {
-        *(uint64_t*)UCS_PTR_BYTE_OFFSET(block,
-                                        ucs_offsetof(ucp_rvma_rec_hdr_t,
-                                                     length)) = 0;
-        *(uint64_t*)UCS_PTR_BYTE_OFFSET(block, UCP_RVMA_RING_ALIGN -
-                                               sizeof(uint64_t)) = 0;
-    }
-}
-
-/* Take the next record, which landed whole at pos: place it, note its
- * verdict for the ack, and take the ack of our own puts it may carry */
+/* Take the next record, which landed whole at pos with length bytes of
+ * data: place it, note its verdict for the ack, and take the ack of our own
+ * puts it may carry */
 static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
-                               const ucp_rvma_rec_hdr_t *rec)
+                               const ucp_rvma_rec_hdr_t *rec, uint32_t length)
 {
     ucp_rvma_worker_t *rw = ring->rw;
-    size_t rec_size       = ucp_rvma_rec_size(rec->length);
+    size_t rec_size       = ucp_rvma_rec_size(length);
     int has_ack           = rec->flags & UCP_RVMA_REC_FLAG_ACK;
     uint64_t ack_cons     = rec->ack_cons;
     uint32_t ack_seq      = rec->ack_seq;
@@ -533,7 +552,12 @@ static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
     ring->cons += rec_size;
 
     status = ucp_rvma_target_place(rw, rec->vaddr, rec->offset, rec + 1,
-                                   rec->length);
+                                   length);
+    if (rw->ring_poll) {
+        /* before any ack gives the space back */
+        ucp_rvma_ring_clear(ring, pos, rec_size);
+    }
+
     if ((status != UCS_OK) && (ring->n_err == UCP_RVMA_ACK_MAX_ERR) &&
         (ucp_rvma_ring_ack(ring) != UCS_OK)) {
         /* no memory for an ack: the initiator sees this put succeed */
@@ -545,9 +569,6 @@ static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
         ++ring->n_err;
     }
 
-    if (rw->ring_poll) {
-        ucp_rvma_ring_clear(ring, pos, rec_size);
-    }
     ++ring->seq;
     ucp_rvma_ring_ack_owed(ring);
 
@@ -567,15 +588,16 @@ static unsigned ucp_rvma_ring_poll(ucp_rvma_worker_t *rw, unsigned id,
     const ucp_rvma_rec_hdr_t *rec;
     ucp_rvma_ring_t *ring;
     unsigned count = 0;
+    uint32_t length;
     size_t pos;
 
     while ((ring = rw->rings[id]) != NULL) {
         /* where the last record ended, or at 0 after a skip */
         pos = ring->cons % ring->size;
-        rec = ucp_rvma_ring_landed(ring, pos);
+        rec = ucp_rvma_ring_landed(ring, pos, &length);
         if ((rec == NULL) && (pos != 0)) {
             pos = 0;
-            rec = ucp_rvma_ring_landed(ring, pos);
+            rec = ucp_rvma_ring_landed(ring, pos, &length);
         }
         if (rec == NULL) {
             break;
@@ -588,7 +610,7 @@ static unsigned ucp_rvma_ring_poll(ucp_rvma_worker_t *rw, unsigned id,
         }
 
         /* may free the ring */
-        ucp_rvma_ring_take(ring, pos, rec);
+        ucp_rvma_ring_take(ring, pos, rec, length);
         ++count;
     }
 
@@ -651,7 +673,8 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
         ring = rw->rings[id];
         if ((ring != NULL) && !UCS_CIRCULAR_COMPARE32(seq, <, ring->seq)) {
             ucs_error("worker %p: RVMA ring %u: record %u landed but does "
-                      "not read as one", worker, id, ring->seq);
+                      "not read as one", worker, id, seq);
+            ring->notified = ring->seq; /* the next one names the next */
         }
         return UCS_OK;
     }
@@ -666,7 +689,7 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     }
 
     ++ring->taken_notified;
-    ucp_rvma_ring_take(ring, pos, rec);
+    ucp_rvma_ring_take(ring, pos, rec, rec->length);
     return UCS_OK;
 }
 

@@ -51,7 +51,8 @@
  * target's notification, not even the receive completion of the write
  * (UCX_HCR_RVMA_RING_POLL): a record's trailer, its last 8 bytes, lands last
  * and holds its sequence number and length, and the target clears the
- * trailer words of the ring space it takes back. The completion still comes,
+ * header and trailer words of the ring space it takes back
+ * (ucp_rvma_ring_clear()). The completion still comes,
  * and wakes a target that sleeps. The target's verdict (unknown, closed, full
  * window) still reaches the initiator's request, through the ack. The ack
  * waits a progress round for a put going back, which would carry it: in a

@@ -85,7 +85,13 @@ TH_TEST(harness, reports_each_outcome)
     expect(out, "[  OK  ] selftest.procs_pass");
     expect(out, "rank 1 fails on purpose");
     expect(out, "[ FAIL ] selftest.procs_rank_fails");
-    expect(out, "\n2 passed, 4 failed, 1 skipped\n");
+    /* the failures again, above the summary, with where each was decided */
+    expect(out, "\nfailed:\n  selftest.assert_eq_fails: ");
+    expect(out, "test_harness.c:23: expected answer == 42, got 41");
+    expect(out, "\n  selftest.crash: killed by signal 11");
+    expect(out, "\n  selftest.hang: timeout after 1 s\n");
+    expect(out, "\n  selftest.procs_rank_fails: ");
+    expect(out, "rank 1 fails on purpose\n2 passed, 4 failed, 1 skipped\n");
     free(out);
 }
 

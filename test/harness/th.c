@@ -51,8 +51,14 @@ static void th_vreport(const char *kind, const char *file, int line,
     fprintf(stderr, "[pid %d] %s %s:%d: %s\n", getpid(), kind, file, line,
             msg);
     fflush(stderr);
-    if ((th_result_fd >= 0) && (kind[0] == 'S')) {
-        dprintf(th_result_fd, "%s\n", msg);
+    /* the runner keeps the first report: a skip's reason, or the failure
+     * it recaps after the last test */
+    if (th_result_fd >= 0) {
+        if (kind[0] == 'S') {
+            dprintf(th_result_fd, "%s\n", msg);
+        } else {
+            dprintf(th_result_fd, "%s:%d: %s\n", file, line, msg);
+        }
     }
 }
 
@@ -139,7 +145,7 @@ static void th_dump_output(int fd, const char *full)
 typedef enum { TH_RES_PASS, TH_RES_FAIL, TH_RES_SKIP } th_result_t;
 
 static th_result_t th_run_one(th_test_t *test, double timeout_scale,
-                              int verbose)
+                              int verbose, char *recap, size_t recap_size)
 {
     char full[256], reason[1024] = "";
     int out_fd, res_pipe[2], status = 0, done = 0;
@@ -209,9 +215,9 @@ static th_result_t th_run_one(th_test_t *test, double timeout_scale,
     fcntl(res_pipe[0], F_SETFL, O_NONBLOCK);
     n = read(res_pipe[0], reason, sizeof(reason) - 1);
     reason[(n > 0) ? n : 0] = '\0';
-    if ((n > 0) && (reason[n - 1] == '\n')) {
-        reason[n - 1] = '\0';
-    }
+    /* the first report decided the outcome; the ranks' parent may add its
+     * own after it */
+    reason[strcspn(reason, "\n")] = '\0';
     close(res_pipe[0]);
     elapsed = th_time() - start;
 
@@ -246,9 +252,13 @@ static th_result_t th_run_one(th_test_t *test, double timeout_scale,
         if (status == -1) {
             printf("[ FAIL ] %s: timeout after %u s\n", full,
                    (unsigned)(test->timeout * timeout_scale));
+            snprintf(recap, recap_size, "%s: timeout after %u s", full,
+                     (unsigned)(test->timeout * timeout_scale));
         } else {
             printf("[ FAIL ] %s (%.2f s)%s%s\n", full, elapsed,
                    why[0] ? ": " : "", why);
+            snprintf(recap, recap_size, "%s: %s", full,
+                     reason[0] ? reason : "exited without a report");
         }
         break;
     }
@@ -273,6 +283,11 @@ int main(int argc, char **argv)
 {
     int passed = 0, failed = 0, skipped = 0, list = 0, verbose = 0;
     char *pats[256], *filter, *tok, *save = NULL;
+    /* one line per failed test, repeated above the summary so that the
+     * tail of a long log (all a CI page may show) names them */
+    char *recap     = NULL;
+    size_t recap_len = 0;
+    char line[1280];
     double timeout_scale = 1.0;
     th_test_t *test;
     int npats = 0, i;
@@ -312,7 +327,8 @@ int main(int argc, char **argv)
             printf("%s.%s\n", test->suite, test->name);
             continue;
         }
-        switch (th_run_one(test, timeout_scale, verbose)) {
+        switch (th_run_one(test, timeout_scale, verbose, line,
+                           sizeof(line))) {
         case TH_RES_PASS:
             ++passed;
             break;
@@ -321,6 +337,12 @@ int main(int argc, char **argv)
             break;
         default:
             ++failed;
+            recap = realloc(recap, recap_len + strlen(line) + 4);
+            if (recap == NULL) {
+                perror("th: realloc");
+                exit(2);
+            }
+            recap_len += sprintf(recap + recap_len, "  %s\n", line);
             break;
         }
     }
@@ -328,6 +350,11 @@ int main(int argc, char **argv)
     if (list) {
         return 0;
     }
+
+    if (failed) {
+        printf("failed:\n%s", recap);
+    }
+    free(recap);
 
     if (skipped) {
         printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);

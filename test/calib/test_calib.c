@@ -280,15 +280,19 @@ TH_TEST(calib, engine_choice_follows_measurements)
                                              16 << 20, &b));
 }
 
-/* the experiment itself, on the real backends: who pays for the copy */
+/* the experiment itself, on the real backends: who pays for the copy. Each
+ * claim is about wall times of phases that another process can preempt, so
+ * it must hold in one of a few measurements, not in each */
 TH_TEST(calib, engine_overlap_counts_engine_cpu)
 {
-    const size_t size = 1 << 20;
+    const unsigned tries            = 5;
+    const size_t size               = 1 << 20;
     ucs_copy_engine_params_t params = {.name = "test"};
     ucs_calib_overlap_t ov;
     ucs_copy_engine_t *engine;
     uint8_t *src, *dst;
     double t_memcpy;
+    unsigned i;
 
     src = malloc(size);
     dst = malloc(size);
@@ -298,34 +302,46 @@ TH_TEST(calib, engine_overlap_counts_engine_cpu)
     /* memcpy: the caller copies, nothing overlaps, no CPU elsewhere */
     params.backend = UCS_COPY_BACKEND_MEMCPY;
     TH_ASSERT_UCS_OK(ucs_copy_engine_create(&params, &engine));
-    TH_ASSERT_UCS_OK(ucs_calib_engine_overlap(engine, dst, src, size, &ov));
+    for (i = 0; i < tries; ++i) {
+        TH_ASSERT_UCS_OK(ucs_calib_engine_overlap(engine, dst, src, size,
+                                                  &ov));
+        th_log("memcpy: copy %.1f us, compute %.1f us, total %.1f us, "
+               "overlap %.2f", ov.t_copy * 1e6, ov.t_compute * 1e6,
+               ov.t_total * 1e6, ov.overlap);
+        TH_ASSERT(ov.t_copy > 0);
+        TH_ASSERT_DBL(ov.t_engine, ==, 0.0);
+        TH_ASSERT_EQ(memcmp(dst, src, size), 0);
+        if ((ov.t_total >= ov.t_compute) && (ov.overlap < 0.5)) {
+            break;
+        }
+    }
     ucs_copy_engine_destroy(engine);
-    th_log("memcpy: copy %.1f us, compute %.1f us, total %.1f us, overlap "
-           "%.2f", ov.t_copy * 1e6, ov.t_compute * 1e6, ov.t_total * 1e6,
-           ov.overlap);
-    TH_ASSERT(ov.t_copy > 0);
     TH_ASSERT(ov.t_total >= ov.t_compute);
-    TH_ASSERT_DBL(ov.t_engine, ==, 0.0);
     TH_ASSERT(ov.overlap < 0.5);
-    TH_ASSERT_EQ(memcmp(dst, src, size), 0);
     t_memcpy = ov.t_copy;
 
     /* a helper thread: its CPU clock runs for the copy, as the caller's
      * did (a quarter of it leaves room for noise), and the net overlap
      * charges that time */
-    memset(dst, 0, size);
     params.backend = UCS_COPY_BACKEND_THREAD;
     TH_ASSERT_UCS_OK(ucs_copy_engine_create(&params, &engine));
-    TH_ASSERT_UCS_OK(ucs_calib_engine_overlap(engine, dst, src, size, &ov));
+    for (i = 0; i < tries; ++i) {
+        memset(dst, 0, size);
+        TH_ASSERT_UCS_OK(ucs_calib_engine_overlap(engine, dst, src, size,
+                                                  &ov));
+        th_log("thread: copy %.1f us, compute %.1f us, total %.1f us, "
+               "engine CPU %.1f us, overlap %.2f, net %.2f",
+               ov.t_copy * 1e6, ov.t_compute * 1e6, ov.t_total * 1e6,
+               ov.t_engine * 1e6, ov.overlap, ov.net_overlap);
+        TH_ASSERT(calib_close(ov.net_overlap,
+                              ov.overlap - (ov.t_engine / ov.t_copy), 1e-9));
+        TH_ASSERT_EQ(memcmp(dst, src, size), 0);
+        if (ov.t_engine > 0.25 * t_memcpy) {
+            break;
+        }
+    }
     ucs_copy_engine_destroy(engine);
-    th_log("thread: copy %.1f us, compute %.1f us, total %.1f us, engine "
-           "CPU %.1f us, overlap %.2f, net %.2f", ov.t_copy * 1e6,
-           ov.t_compute * 1e6, ov.t_total * 1e6, ov.t_engine * 1e6,
-           ov.overlap, ov.net_overlap);
     TH_ASSERT_DBL(ov.t_engine, >, 0.25 * t_memcpy);
-    TH_ASSERT(calib_close(ov.net_overlap,
-                          ov.overlap - (ov.t_engine / ov.t_copy), 1e-9));
-    TH_ASSERT_EQ(memcmp(dst, src, size), 0);
 
     free(src);
     free(dst);

@@ -370,18 +370,21 @@ TH_TEST(copy_engine, helper_placement)
 }
 
 /* Posts 64 KiB copies @a count times, @a gap_us apart (the helper idles
- * in between); returns how many of them had to wake a sleeping helper */
+ * in between); returns how many of them had to wake a sleeping helper, and
+ * in @a busy_p how many idle periods the helper found the host busy */
 static uint64_t engine_paced_wakeups(ucs_copy_engine_t *engine,
-                                     unsigned count, unsigned gap_us)
+                                     unsigned count, unsigned gap_us,
+                                     uint64_t *busy_p)
 {
     static uint8_t src[65536], dst[65536];
     ucs_copy_engine_attr_t attr;
+    uint64_t before, busy_before;
     ucs_copy_req_t req;
-    uint64_t before;
     unsigned i;
 
     ucs_copy_engine_query(engine, &attr);
-    before = attr.num_wakeups;
+    before      = attr.num_wakeups;
+    busy_before = attr.num_busy_idles;
     for (i = 0; i < count; ++i) {
         memset(src, i, sizeof(src));
         TH_ASSERT_EQ(ucs_copy_engine_post(engine, dst, src, sizeof(src),
@@ -391,36 +394,56 @@ static uint64_t engine_paced_wakeups(ucs_copy_engine_t *engine,
         usleep(gap_us);
     }
     ucs_copy_engine_query(engine, &attr);
+    if (busy_p != NULL) {
+        *busy_p = attr.num_busy_idles - busy_before;
+    }
     return attr.num_wakeups - before;
 }
 
 /* The helper's polling window grows when copies come at a steady pace
  * (fewer wake-ups than with a fixed window), and shrinks again after long
- * idle times */
+ * idle times. On a host with more runnable threads than cores the window
+ * stays short by design (spin_window_stays_on_busy_host checks that), so a
+ * run in which the helper saw such a load is tried again, and the test
+ * skips if the load lasts. */
 TH_TEST(copy_engine, spin_window_adapts)
 {
+    const unsigned tries = 3;
+    uint64_t fixed, adaptive, after_idle, busy;
     ucs_copy_engine_t *engine;
-    uint64_t fixed, adaptive, after_idle;
+    unsigned i;
 
     setenv("UCX_HCR_COPY_SPIN_TIME", "10us", 1);
     setenv("UCX_HCR_COPY_SPIN_MAX", "10us", 1);
     engine = engine_create(UCS_COPY_BACKEND_THREAD);
-    fixed  = engine_paced_wakeups(engine, 40, 400);
+    fixed  = engine_paced_wakeups(engine, 40, 400, NULL);
     ucs_copy_engine_destroy(engine);
+    th_log("400 us apart: %" PRIu64 " of 40 posts woke the helper with a "
+           "fixed 10 us window", fixed);
+    TH_ASSERT(fixed >= 30);
 
     setenv("UCX_HCR_COPY_SPIN_MAX", "5ms", 1);
-    engine   = engine_create(UCS_COPY_BACKEND_THREAD);
-    adaptive = engine_paced_wakeups(engine, 40, 400);
-    th_log("400 us apart: %" PRIu64 " of 40 posts woke the helper with a "
-           "fixed 10 us window, %" PRIu64 " with an adaptive one", fixed,
-           adaptive);
-    TH_ASSERT(fixed >= 30);
+    for (i = 0; i < tries; ++i) {
+        engine   = engine_create(UCS_COPY_BACKEND_THREAD);
+        adaptive = engine_paced_wakeups(engine, 40, 400, &busy);
+        th_log("400 us apart: %" PRIu64 " of 40 posts woke the helper with "
+               "an adaptive window; it found the host busy %" PRIu64
+               " times", adaptive, busy);
+        if ((adaptive <= 20) || (busy == 0)) {
+            break;
+        }
+        ucs_copy_engine_destroy(engine);
+    }
+    if (i == tries) {
+        TH_SKIP("host busy (more runnable threads than cores) in %u tries: "
+                "the polling window stays short then, by design", tries);
+    }
     TH_ASSERT(adaptive <= 20);
 
     /* six idle times longer than SPIN_MAX halve the window six times,
      * below the 400 us gap again */
-    TH_ASSERT(engine_paced_wakeups(engine, 6, 20000) >= 5);
-    after_idle = engine_paced_wakeups(engine, 3, 400);
+    TH_ASSERT(engine_paced_wakeups(engine, 6, 20000, NULL) >= 5);
+    after_idle = engine_paced_wakeups(engine, 3, 400, NULL);
     th_log("after long idle times: %" PRIu64 " of 3 posts woke the helper",
            after_idle);
     TH_ASSERT(after_idle >= 1);
@@ -442,8 +465,8 @@ TH_TEST(copy_engine, spin_window_stays_on_busy_host)
 {
     long i, ncpus = sysconf(_SC_NPROCESSORS_ONLN);
     pthread_t *spinners = calloc(ncpus, sizeof(*spinners));
+    uint64_t busy, busy_idles;
     ucs_copy_engine_t *engine;
-    uint64_t busy;
 
     setenv("UCX_HCR_COPY_SPIN_TIME", "10us", 1);
     setenv("UCX_HCR_COPY_SPIN_MAX", "5ms", 1);
@@ -455,7 +478,7 @@ TH_TEST(copy_engine, spin_window_stays_on_busy_host)
         TH_ASSERT_EQ(pthread_create(&spinners[i], NULL, engine_spinner, NULL),
                      0);
     }
-    busy = engine_paced_wakeups(engine, 40, 400);
+    busy = engine_paced_wakeups(engine, 40, 400, &busy_idles);
     engine_spinners_stop = 1;
     for (i = 0; i < ncpus; ++i) {
         pthread_join(spinners[i], NULL);
@@ -463,7 +486,9 @@ TH_TEST(copy_engine, spin_window_stays_on_busy_host)
     free(spinners);
 
     th_log("400 us apart on a busy host: %" PRIu64 " of 40 posts woke the "
-           "helper", busy);
+           "helper, which found the host busy %" PRIu64 " times", busy,
+           busy_idles);
     TH_ASSERT(busy >= 30);
+    TH_ASSERT(busy_idles > 0);
     ucs_copy_engine_destroy(engine);
 }

@@ -300,12 +300,13 @@ ucs_status_t ucs_copy_engine_wait(ucs_copy_engine_t *engine,
 void ucs_copy_engine_query(ucs_copy_engine_t *engine,
                            ucs_copy_engine_attr_t *attr)
 {
-    attr->backend       = engine->backend;
-    attr->num_threads   = engine->num_threads;
-    attr->inline_thresh = engine->inline_thresh;
-    attr->max_inflight  = engine->max_inflight;
-    attr->cpu_time      = 0.0;
-    attr->num_wakeups   = 0;
+    attr->backend        = engine->backend;
+    attr->num_threads    = engine->num_threads;
+    attr->inline_thresh  = engine->inline_thresh;
+    attr->max_inflight   = engine->max_inflight;
+    attr->cpu_time       = 0.0;
+    attr->num_wakeups    = 0;
+    attr->num_busy_idles = 0;
     if (engine->ops->query != NULL) {
         engine->ops->query(engine, attr);
     }

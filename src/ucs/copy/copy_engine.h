@@ -109,6 +109,10 @@ typedef struct ucs_copy_engine_attr {
     uint64_t           num_wakeups;   /**< Posts that had to wake a sleeping
                                            helper (see
                                            UCX_HCR_COPY_SPIN_MAX) */
+    uint64_t           num_busy_idles; /**< Idle periods in which a helper
+                                            kept its polling window short
+                                            because the host had more
+                                            runnable threads than cores */
 } ucs_copy_engine_attr_t;
 
 

@@ -38,7 +38,7 @@
  * request; the last piece publishes the request's status.
  *
  * Locking: 'lock' guards the ring contents, head, tail, sleepers,
- * spin_window, busy_checks, num_wakeups and shutdown. An idle helper first
+ * spin_window, busy_checks, num_wakeups, num_busy_idles and shutdown. An idle helper first
  * polls head/tail without the lock (they are only advanced under it, so a
  * stale read merely delays it) for the polling window, then sleeps on
  * 'cond'; a producer signals only when a helper sleeps, so the fast path of
@@ -77,6 +77,7 @@ typedef struct ucs_copy_thread_engine {
     ucs_time_t        spin_max;    /* longest polling window */
     ucs_time_t        spin_window; /* current polling window */
     uint64_t          num_wakeups; /* posts that woke a sleeping helper */
+    uint64_t          num_busy_idles; /* idle periods polled short: busy */
     int               loadavg_fd;  /* /proc/loadavg: runnable threads */
     unsigned          busy_checks; /* host busy at so many checks in a row */
     unsigned          num_cpus;    /* online cores */
@@ -157,6 +158,7 @@ static void ucs_copy_thread_idle(ucs_copy_thread_engine_t *engine)
     }
     busy = engine->busy_checks >= 2;
     if (busy) {
+        ++engine->num_busy_idles;
         window              = engine->spin_time;
         engine->spin_window = ucs_max(engine->spin_window / 2,
                                       engine->spin_time);
@@ -539,7 +541,8 @@ static void ucs_copy_thread_query(ucs_copy_engine_t *super,
     }
 
     pthread_mutex_lock(&engine->lock);
-    attr->num_wakeups = engine->num_wakeups;
+    attr->num_wakeups    = engine->num_wakeups;
+    attr->num_busy_idles = engine->num_busy_idles;
     pthread_mutex_unlock(&engine->lock);
 }
 

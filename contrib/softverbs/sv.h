@@ -453,6 +453,19 @@ sv_rq_t   *sv_peer_rq(sv_qp_t *peer);
 int64_t    sv_recv_iov(const sv_qp_t *peer, const sv_rwqe_t *rw, size_t skip,
                        struct iovec *iov, int *n);
 void       sv_iov_advance(struct iovec **iov, int *n, size_t bytes);
+/*
+ * An HCA places the bytes of one write in address order, and eager RDMA
+ * protocols (MVAPICH's, the RVMA rings of ucx-hcr with
+ * UCX_HCR_RVMA_RING_POLL) poll the last bytes of a buffer to learn that all
+ * of it has landed. One copy by the kernel or by glibc does not keep that
+ * order: x86 may make the stores of a fast-string copy (rep movsb) or
+ * non-temporal ones visible out of order. So every placement copies its
+ * last SV_TAIL_BYTES on their own, after the rest, into an iovec list that
+ * sv_iov_split_tail() made (the kernel fills the entries one by one).
+ */
+#define SV_TAIL_BYTES 8
+int        sv_iov_split_tail(const struct iovec *in, int n, size_t total,
+                             struct iovec *out, int *tail_idx);
 sv_lock_t *sv_atomic_lock(pid_t pid, uint64_t va);
 void       sv_rq_complete(sv_qp_t *peer, sv_rq_t *rq, const struct ibv_wc *wc,
                           int solicited);

@@ -93,19 +93,73 @@ void sv_iov_advance(struct iovec **iov, int *n, size_t bytes)
     }
 }
 
-/* Move 'total' bytes between local and remote (in pid) iovecs.
- * Returns 0, ESRCH (the peer is gone) or EFAULT. */
+/* 'out' (room for n + 1 entries) is 'in' with the entry that holds byte
+ * total - SV_TAIL_BYTES split there; *tail_idx is the entry the tail starts
+ * at, or -1 when 'in' is too short to hold it */
+int sv_iov_split_tail(const struct iovec *in, int n, size_t total,
+                      struct iovec *out, int *tail_idx)
+{
+    size_t body = total - SV_TAIL_BYTES, off = 0;
+    int i, m = 0;
+
+    *tail_idx = -1;
+    for (i = 0; i < n; ++i, ++m) {
+        out[m] = in[i];
+        if ((*tail_idx < 0) && (body < off + in[i].iov_len)) {
+            if (body > off) {
+                out[m].iov_len = body - off;
+                ++m;
+                out[m].iov_base = (char *)in[i].iov_base + (body - off);
+                out[m].iov_len  = in[i].iov_len - (body - off);
+            }
+            *tail_idx = m;
+        }
+        off += in[i].iov_len;
+    }
+    return m;
+}
+
+/* sv_iov_copy() into a list split by sv_iov_split_tail(): the tail last */
+static void sv_iov_copy_tail_last(const struct iovec *dst, int dn, int tail,
+                                  const struct iovec *src, int sn,
+                                  size_t total)
+{
+    struct iovec rest[SV_MAX_SGE], *p = rest;
+    int n = sn;
+
+    if ((tail < 0) || (sn > SV_MAX_SGE)) {
+        sv_iov_copy(dst, dn, src, sn);
+        return;
+    }
+    sv_iov_copy(dst, tail, src, sn);
+    /* orders non-temporal stores too */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    memcpy(rest, src, sn * sizeof(*src));
+    sv_iov_advance(&p, &n, total - SV_TAIL_BYTES);
+    sv_iov_copy(dst + tail, dn - tail, p, n);
+}
+
+/* Move 'total' bytes between local and remote (in pid) iovecs, the last
+ * SV_TAIL_BYTES of a placement last. Returns 0, ESRCH (the peer is gone) or
+ * EFAULT. */
 static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
                    struct iovec *r, int rn, size_t total)
 {
+    struct iovec split[SV_MAX_SGE + 1];
+    int tail = -1;
     ssize_t n;
 
     if (total == 0) {
         return 0;
     }
+    if (to_remote && (total > SV_TAIL_BYTES) && (rn <= SV_MAX_SGE)) {
+        /* the kernel copies remote entries one after the other */
+        rn = sv_iov_split_tail(r, rn, total, split, &tail);
+        r  = split;
+    }
     if (pid == sv_g.pid) {
         if (to_remote) {
-            sv_iov_copy(r, rn, l, ln);
+            sv_iov_copy_tail_last(r, rn, tail, l, ln, total);
         } else {
             sv_iov_copy(l, ln, r, rn);
         }

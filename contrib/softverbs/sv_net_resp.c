@@ -166,8 +166,8 @@ static void *sv_net_target(sv_qp_t *peer, const sv_net_hdr_t *h,
 static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
                              sv_qp_t *peer, void *wbuf)
 {
-    struct iovec riov[SV_MAX_RECV_SGE], wiov;
-    int rnr_left = h->rnr_retry, rn, ist = IBV_WC_SUCCESS;
+    struct iovec riov[SV_MAX_RECV_SGE], wiov, wsplit[2];
+    int rnr_left = h->rnr_retry, rn, wn, tail, ist = IBV_WC_SUCCESS;
     struct ibv_wc wc;
     sv_rwqe_t rw;
     sv_rq_t *rq;
@@ -210,7 +210,9 @@ static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
         wc.opcode     = IBV_WC_RECV_RDMA_WITH_IMM;
         wiov.iov_base = wbuf;
         wiov.iov_len  = h->length;
-        if (sv_net_recv_iov(p->fd, &wiov, 1, h->length,
+        wn            = sv_iov_split_tail(&wiov, 1, h->length, wsplit,
+                                          &tail);
+        if (sv_net_recv_iov(p->fd, wsplit, wn, h->length,
                             SV_NET_PAYLOAD_STALL_NS) != 0) {
             sv_unlock(&rq->lock);  /* WQE not consumed: nothing arrived */
             return -1;
@@ -277,7 +279,8 @@ static int sv_net_serve_atomic(sv_net_peer_t *p, const sv_net_hdr_t *h,
 static int sv_net_serve_rc(sv_net_peer_t *p, const sv_net_hdr_t *h)
 {
     uint64_t deadline = sv_now_ns() + h->timeout_ns;
-    struct iovec iov;
+    struct iovec iov, split[2];
+    int n, tail;
     sv_qp_t *peer;
     void *buf = NULL;
     uint32_t access;
@@ -325,7 +328,8 @@ static int sv_net_serve_rc(sv_net_peer_t *p, const sv_net_hdr_t *h)
     }
     iov.iov_base = buf;
     iov.iov_len  = h->length;
-    if (sv_net_recv_iov(p->fd, &iov, 1, h->length,
+    n            = sv_iov_split_tail(&iov, 1, h->length, split, &tail);
+    if (sv_net_recv_iov(p->fd, split, n, h->length,
                         SV_NET_PAYLOAD_STALL_NS) != 0) {
         return -1;
     }

@@ -388,6 +388,109 @@ SVT_TEST_HOSTS(rc_ordering)
 
 /* ---------------------------------------------------------------------- */
 
+/* A target that sees the last 8 bytes of a WRITE finds all the bytes before
+ * them in place too, as on an HCA (eager RDMA protocols poll the tail; the
+ * RVMA rings of ucx-hcr do). Each write, at a cache line of the first half
+ * of the region (crossing pages), fills its bytes with one value and ends
+ * with its number; the target polls for that number, checks the rest and
+ * clears it; the initiator starts the next write when the target says so. */
+#define TAIL_WRITES 5000
+#define TAIL_MAX    (512u << 10)
+
+static size_t tail_write_size(unsigned i)
+{
+    /* the largest one goes by the engine thread */
+    static const size_t sizes[] = {24, 200, 1000, 1500, 4096, 9000, 32768,
+                                   TAIL_MAX / 2};
+
+    return sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+static void tail_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    size_t size, off, bad = 0, first_bad = 0;
+    svt_info_t mine, peer;
+    double deadline;
+    struct ibv_sge sge;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint64_t tail;
+    uint8_t *buf, value;
+    svt_ep_t ep;
+    unsigned i;
+    size_t j;
+    char go = 'g';
+
+    (void)nprocs; (void)arg;
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    buf = aligned_alloc(4096, TAIL_MAX);
+    memset(buf, 0, TAIL_MAX);
+    mr = ibv_reg_mr(ep.pd, buf, TAIL_MAX, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(&ep, mr);
+    svt_exchange(oob, !rank, &mine, &peer);
+    svt_rc_connect(&ep, &peer);
+    th_oob_barrier(oob);
+
+    for (i = 1; i <= TAIL_WRITES; ++i) {
+        size  = tail_write_size(i);
+        off   = (i * 13 * 64) % (TAIL_MAX / 2);  /* + size <= TAIL_MAX */
+        value = (uint8_t)(i * 37) | 1; /* never the cleared 0 */
+        tail  = i;
+        if (rank == 0) {
+            memset(buf, value, size - sizeof(tail));
+            memcpy(buf, &tail, sizeof(tail));
+            memcpy(buf + size - sizeof(tail), &tail, sizeof(tail));
+            sge = svt_sge(buf, size, mr);
+            TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1,
+                                  peer.addr + off, peer.rkey, i,
+                                  IBV_SEND_SIGNALED), 0);
+            svt_poll(ep.scq, &wc, 30);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            th_oob_recv(oob, 1, &go, 1);
+        } else {
+            /* as a ring does: the head first, then the tail */
+            deadline = th_time() + 30.0;
+            while ((*(volatile uint64_t*)(buf + off) != tail) ||
+                   (*(volatile uint64_t*)(buf + off + size - sizeof(tail)) !=
+                    tail)) {
+                if (th_time() > deadline) {
+                    TH_FAIL("write %u did not land in 30 s", i);
+                }
+            }
+            for (j = off + sizeof(tail); j < off + size - sizeof(tail); ++j) {
+                if (((volatile uint8_t*)buf)[j] != value) {
+                    first_bad = bad ? first_bad : i;
+                    ++bad;
+                    break;
+                }
+            }
+            /* cleared by this core, as an eager RDMA target clears what it
+             * took: the next write finds every line cached here */
+            memset(buf + off, 0, size);
+            th_oob_send(oob, 0, &go, 1);
+        }
+    }
+
+    if (rank == 1) {
+        th_log("%zu of %u writes had bytes missing when their tail was "
+               "there (first: write %zu)", bad, TAIL_WRITES, first_bad);
+        TH_ASSERT_EQ(bad, 0);
+    }
+    th_oob_barrier(oob);
+    TH_ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+SVT_TEST_HOSTS(write_tail_lands_last)
+{
+    svt_need_device();
+    th_run_procs(2, tail_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+
 static void ud_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     struct ibv_qp_attr a;

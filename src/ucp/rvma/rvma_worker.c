@@ -61,9 +61,10 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
     {"RING_POLL", "y",
      "Find fast path records by polling the rings, as soon as a record's\n"
      "last bytes have landed, instead of waiting for the write's receive\n"
-     "completion. This needs the bytes of one RDMA write to land in order,\n"
-     "as softverbs lands them and as the eager RDMA of MVAPICH and Open MPI\n"
-     "expects of HCAs. With n, records are taken only at their completion.",
+     "completion. This needs the last bytes of one RDMA write to land after\n"
+     "the rest, as HCAs place a write in address order (the eager RDMA of\n"
+     "MVAPICH and Open MPI expects it) and as softverbs lands them. With n,\n"
+     "records are taken only at their completion.",
      ucs_offsetof(ucp_rvma_config_t, ring_poll), UCS_CONFIG_TYPE_BOOL},
 
     {NULL}

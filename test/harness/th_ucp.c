@@ -82,6 +82,23 @@ ucs_status_t th_ucp_wait(th_ucp_t *ucp, ucs_status_ptr_t request,
     return status;
 }
 
+void th_ucp_flush_barrier(th_ucp_t *ucp, th_oob_t *oob)
+{
+    ucp_request_param_t param = {0};
+    int peer                  = 1 - th_oob_rank(oob);
+    char token                = 'f';
+
+    TH_ASSERT_EQ(th_oob_nprocs(oob), 2);
+    if ((ucp->ep != NULL) && (ucp->ep_error == UCS_OK)) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(ucp, ucp_ep_flush_nbx(ucp->ep, &param),
+                                     30.0));
+    }
+    /* the peer's flush may need this side's progress (RMA emulated by
+     * active messages, as on tcp) */
+    th_oob_send(oob, peer, &token, 1);
+    th_ucp_oob_recv(ucp, oob, peer, &token, 1);
+}
+
 int th_ucp_send_until_error(th_ucp_t *ucp, const void *buf, size_t size,
                             ucp_tag_t tag, double timeout)
 {

@@ -93,7 +93,7 @@ static void hcr_ucp_tag_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
             }
         }
     }
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     free(buf);
     th_ucp_cleanup(&ucp);
 }
@@ -197,7 +197,7 @@ static void hcr_ucp_am_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
                     ucp_am_send_nbx(ucp.ep, 3, &seed, sizeof(seed), buf,
                                     hcr_ucp_sizes[i], &param), 60.0));
         }
-        th_oob_barrier(oob);
+        th_ucp_flush_barrier(&ucp, oob);
     } else {
         deadline = th_time() + 60.0;
         while (rx.received < (int)HCR_UCP_NUM_SIZES) {
@@ -205,7 +205,7 @@ static void hcr_ucp_am_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
             TH_ASSERT(th_time() < deadline);
         }
         TH_ASSERT_EQ(rx.errors, 0);
-        th_oob_barrier(oob);
+        th_ucp_flush_barrier(&ucp, oob);
     }
     free(buf);
     th_ucp_cleanup(&ucp);
@@ -303,7 +303,7 @@ static void hcr_ucp_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         th_oob_send(oob, 1, &go, 1);
         ucp_rkey_destroy(rkey);
     }
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     ucp_mem_unmap(ucp.context, memh);
     free(buf);
     free(local);
@@ -361,7 +361,7 @@ static void hcr_ucp_wakeup_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         th_log("receiver slept %d times in ucp_worker_wait", sleeps);
         TH_ASSERT_GT(sleeps, 0);
     }
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     th_ucp_cleanup(&ucp);
 }
 
@@ -418,6 +418,10 @@ static void hcr_ucp_kill_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     hcr_ucp_env(arg);
     setenv("UCX_LOG_LEVEL", "fatal", 1);
     setenv("UCX_KEEPALIVE_INTERVAL", "1s", 1);
+    /* a peer killed while nothing is in flight on the RC lane (waiting for
+     * its rendezvous reply) shows only on the keepalive lane, UD, after its
+     * peer timeout: 30 s by default */
+    setenv("UCX_UD_TIMEOUT", "5s", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 1);
     th_oob_barrier(oob);

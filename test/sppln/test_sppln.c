@@ -137,7 +137,7 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
             munmap(map, map_len);
         }
     }
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
 
     st = ucp_proto_sppln_stats(ucp.worker);
     TH_ASSERT(st != NULL);
@@ -310,7 +310,7 @@ static void sppln_reuse_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT_EQ(sppln_reuse_send(&ucp, oob, again, 3), 1);
         munmap(again, SPPLN_REUSE_SIZE);
     }
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     th_ucp_cleanup(&ucp);
 }
 
@@ -361,7 +361,7 @@ static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs,
     }
     TH_ASSERT_EQ(ucp_proto_sppln_stats(ucp.worker)->sent[SP_SPPLN],
                  SPPLN_NUM_INFLIGHT);
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     th_ucp_cleanup(&ucp);
 }
 
@@ -408,7 +408,7 @@ static void sppln_memlock_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                                      120.0));
         TH_CHECK_PATTERN(buf, size, 77);
     }
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     free(buf);
     th_ucp_cleanup(&ucp);
 }
@@ -432,6 +432,10 @@ static void sppln_kill_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     sppln_env("sppln", "hcr");
     setenv("UCX_LOG_LEVEL", "fatal", 1);
     setenv("UCX_KEEPALIVE_INTERVAL", "1s", 1);
+    /* a peer killed while nothing is in flight on the RC lane (waiting for
+     * its rendezvous reply) shows only on the keepalive lane, UD, after its
+     * peer timeout: 30 s by default */
+    setenv("UCX_UD_TIMEOUT", "5s", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 1);
     th_oob_barrier(oob);

@@ -67,7 +67,7 @@ static void ucp_basic_tag_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         }
     }
 
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     free(buf);
     th_ucp_cleanup(&ucp);
 }
@@ -149,7 +149,7 @@ static void ucp_basic_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         ucp_rkey_destroy(rkey);
     }
 
-    th_oob_barrier(oob);
+    th_ucp_flush_barrier(&ucp, oob);
     ucp_mem_unmap(ucp.context, memh);
     free(buf);
     free(local);

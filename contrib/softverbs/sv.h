@@ -460,8 +460,8 @@ void       sv_iov_advance(struct iovec **iov, int *n, size_t bytes);
  * of it has landed. One copy by the kernel or by glibc does not keep that
  * order: x86 may make the stores of a fast-string copy (rep movsb) or
  * non-temporal ones visible out of order. So every placement copies its
- * last SV_TAIL_BYTES on their own, after the rest, into an iovec list that
- * sv_iov_split_tail() made (the kernel fills the entries one by one).
+ * last SV_TAIL_BYTES on their own, after the rest: from or into an iovec
+ * list that sv_iov_split_tail() made (the kernel copies entry by entry).
  */
 #define SV_TAIL_BYTES 8
 int        sv_iov_split_tail(const struct iovec *in, int n, size_t total,

@@ -152,18 +152,23 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
     if (total == 0) {
         return 0;
     }
-    if (to_remote && (total > SV_TAIL_BYTES) && (rn <= SV_MAX_SGE)) {
-        /* the kernel copies remote entries one after the other */
-        rn = sv_iov_split_tail(r, rn, total, split, &tail);
-        r  = split;
-    }
     if (pid == sv_g.pid) {
-        if (to_remote) {
-            sv_iov_copy_tail_last(r, rn, tail, l, ln, total);
+        if (to_remote && (total > SV_TAIL_BYTES) && (rn <= SV_MAX_SGE)) {
+            rn = sv_iov_split_tail(r, rn, total, split, &tail);
+            sv_iov_copy_tail_last(split, rn, tail, l, ln, total);
+        } else if (to_remote) {
+            sv_iov_copy(r, rn, l, ln);
         } else {
             sv_iov_copy(l, ln, r, rn);
         }
         return 0;
+    }
+    if (to_remote && (total > SV_TAIL_BYTES) && (ln <= SV_MAX_SGE)) {
+        /* the kernel copies each local entry with a copy of its own, in
+         * order (splitting a remote entry would cost a second page walk in
+         * the target) */
+        ln = sv_iov_split_tail(l, ln, total, split, &tail);
+        l  = split;
     }
     while (total > 0) {
         n = to_remote ? process_vm_writev(pid, l, ln, r, rn, 0) :

@@ -216,6 +216,29 @@ static inline svt_info_t svt_info(svt_ep_t *ep, struct ibv_mr *mr)
     return i;
 }
 
+/* An RC endpoint connected to the other of two ranks, with a page-aligned
+ * buffer of len bytes, each set to fill, registered for every access; the
+ * ranks meet after connecting. The peer's buffer is in *peer. */
+static inline struct ibv_mr *svt_rc_pair(th_oob_t *oob, int rank, svt_ep_t *ep,
+                                         size_t len, int fill,
+                                         uint8_t **buf_p, svt_info_t *peer)
+{
+    svt_info_t mine;
+    struct ibv_mr *mr;
+
+    svt_ep_open(ep, IBV_QPT_RC, 0, 0);
+    *buf_p = aligned_alloc(4096, len);
+    TH_ASSERT(*buf_p != NULL);
+    memset(*buf_p, fill, len);
+    mr = ibv_reg_mr(ep->pd, *buf_p, len, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    mine = svt_info(ep, mr);
+    svt_exchange(oob, !rank, &mine, peer);
+    svt_rc_connect(ep, peer);
+    th_oob_barrier(oob);
+    return mr;
+}
+
 /* wait for one completion, failing the test after timeout_s */
 static inline void svt_poll(struct ibv_cq *cq, struct ibv_wc *wc,
                             double timeout_s)

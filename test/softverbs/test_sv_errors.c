@@ -447,7 +447,7 @@ TH_TEST(softverbs, reg_cost_model)
 static void link_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     size_t len = 1 << 20;
-    svt_info_t mine, peer;
+    svt_info_t peer;
     struct ibv_sge sge;
     struct ibv_mr *mr;
     struct ibv_wc wc;
@@ -456,15 +456,7 @@ static void link_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     double t0, t;
 
     (void)nprocs; (void)arg;
-    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
-    buf = aligned_alloc(4096, len);
-    memset(buf, 1, len);
-    mr = ibv_reg_mr(ep.pd, buf, len, SVT_ALL_ACCESS);
-    TH_ASSERT(mr != NULL);
-    mine = svt_info(&ep, mr);
-    svt_exchange(oob, !rank, &mine, &peer);
-    svt_rc_connect(&ep, &peer);
-    th_oob_barrier(oob);
+    mr = svt_rc_pair(oob, rank, &ep, len, 1, &buf, &peer);
     if (rank == 0) {
         /* 1 Gb/s: 1 MiB takes 8.4 ms on the wire, plus 200 us latency */
         sge = svt_sge(buf, (uint32_t)len, mr);

@@ -183,21 +183,13 @@ static void ops_initiator(th_oob_t *oob, svt_ep_t *ep, struct ibv_mr *mr,
 
 static void ops_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
-    svt_info_t mine, peer;
+    svt_info_t peer;
     struct ibv_mr *mr;
     uint8_t *buf;
     svt_ep_t ep;
 
     (void)nprocs; (void)arg;
-    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
-    buf = aligned_alloc(4096, OPS_BUF);
-    memset(buf, 0, OPS_BUF);
-    mr = ibv_reg_mr(ep.pd, buf, OPS_BUF, SVT_ALL_ACCESS);
-    TH_ASSERT(mr != NULL);
-    mine = svt_info(&ep, mr);
-    svt_exchange(oob, !rank, &mine, &peer);
-    svt_rc_connect(&ep, &peer);
-    th_oob_barrier(oob);
+    mr = svt_rc_pair(oob, rank, &ep, OPS_BUF, 0, &buf, &peer);
     if (rank == 1) {
         ops_target(oob, &ep, mr, buf, &peer);
     } else {
@@ -409,7 +401,7 @@ static size_t tail_write_size(unsigned i)
 static void tail_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     size_t size, off, bad = 0, first_bad = 0;
-    svt_info_t mine, peer;
+    svt_info_t peer;
     double deadline;
     struct ibv_sge sge;
     struct ibv_mr *mr;
@@ -422,16 +414,7 @@ static void tail_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     char go = 'g';
 
     (void)nprocs; (void)arg;
-    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
-    buf = aligned_alloc(4096, TAIL_MAX);
-    memset(buf, 0, TAIL_MAX);
-    mr = ibv_reg_mr(ep.pd, buf, TAIL_MAX, SVT_ALL_ACCESS);
-    TH_ASSERT(mr != NULL);
-    mine = svt_info(&ep, mr);
-    svt_exchange(oob, !rank, &mine, &peer);
-    svt_rc_connect(&ep, &peer);
-    th_oob_barrier(oob);
-
+    mr = svt_rc_pair(oob, rank, &ep, TAIL_MAX, 0, &buf, &peer);
     for (i = 1; i <= TAIL_WRITES; ++i) {
         size  = tail_write_size(i);
         off   = (i * 13 * 64) % (TAIL_MAX / 2);  /* + size <= TAIL_MAX */

@@ -232,8 +232,8 @@ void sv_send_complete(sv_qp_priv_t *qp, const sv_swqe_t *w,
     sv_cq_push(qp->scq->s, &wc, 0);
 }
 
-/* a failed WR: its error completion, then the QP goes to error and the
- * executor flushes what follows */
+/* a failed WR: the QP goes to error, then its error completion comes, and
+ * the executor flushes what follows */
 int sv_send_fail(sv_qp_priv_t *qp, const sv_swqe_t *w,
                  enum ibv_wc_status status)
 {

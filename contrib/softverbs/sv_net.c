@@ -390,18 +390,21 @@ void sv_net_qp_reset(sv_qp_priv_t *qp)
     pthread_mutex_unlock(&qp->net_lock);
 }
 
-/* The WR at sq_done failed with 'status': complete it, enter the error
- * state and flush the rest on the wire. Caller holds sv_net.qp_lock (the QP
+/* The WR at sq_done failed with 'status': enter the error state, complete
+ * it and flush the rest on the wire. Caller holds sv_net.qp_lock (the QP
  * cannot go away) but not net_lock. */
 static void sv_net_qp_fail(sv_qp_priv_t *qp, enum ibv_wc_status status)
 {
     pthread_mutex_lock(&qp->net_lock);
+    /* set under net_lock: an executor that sends next sees it; and before
+     * the error completion, as sv_send_fail() does: its reader finds the
+     * QP in error */
+    SV_STORE(&qp->s->state, IBV_QPS_ERR);
+    qp->ibqp.state = IBV_QPS_ERR;
     if (qp->sq_done != qp->net_sent) {
         sv_send_complete(qp, &qp->sq[qp->sq_done & (qp->sq_size - 1)],
                          status);
     }
-    /* set under net_lock: an executor that sends next sees it */
-    SV_STORE(&qp->s->state, IBV_QPS_ERR);
     sv_net_qp_flush_locked(qp);
     pthread_mutex_unlock(&qp->net_lock);
     sv_qp_set_error(qp);

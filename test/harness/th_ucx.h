@@ -55,11 +55,11 @@ ucs_status_t th_ucp_wait(th_ucp_t *ucp, ucs_status_ptr_t request,
 
 /*
  * Flush the endpoint, then meet the peer (two ranks), progressing until it
- * has flushed too: the way to end a test before th_ucp_cleanup(). A graceful close flushes too, and
- * a flush may need the peer's endpoint (an RC QP confirms unsignaled sends
- * with a request the peer's QP must answer); the peer destroys that at its
- * own close, so a close that flushes after the peer's has waited for the
- * transport's retry timeout (8 s on RC).
+ * has flushed too: the way to end a test before th_ucp_cleanup(). A graceful
+ * close flushes too, and a flush may need the peer's endpoint (an RC QP
+ * confirms unsignaled sends with a request the peer's QP must answer); the
+ * peer destroys that at its own close, so a close that flushes after the
+ * peer's has waited for the transport's retry timeout (8 s on RC).
  */
 void th_ucp_flush_barrier(th_ucp_t *ucp, th_oob_t *oob);
 

@@ -38,11 +38,12 @@
  * request; the last piece publishes the request's status.
  *
  * Locking: 'lock' guards the ring contents, head, tail, sleepers,
- * spin_window, busy_checks, num_wakeups, num_busy_idles and shutdown. An idle helper first
- * polls head/tail without the lock (they are only advanced under it, so a
- * stale read merely delays it) for the polling window, then sleeps on
- * 'cond'; a producer signals only when a helper sleeps, so the fast path of
- * a busy engine takes the lock once per post and makes no system call.
+ * spin_window, busy_checks, num_wakeups, num_busy_idles and shutdown. An
+ * idle helper first polls head/tail without the lock (they are only advanced
+ * under it, so a stale read merely delays it) for the polling window, then
+ * sleeps on 'cond'; a producer signals only when a helper sleeps, so the
+ * fast path of a busy engine takes the lock once per post and makes no
+ * system call.
  *
  * The polling window adapts like KVM's halt polling: waking a sleeping thread
  * costs tens of microseconds on a virtual machine, which a copy posted every

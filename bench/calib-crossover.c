@@ -15,7 +15,9 @@
  *   resident:    one buffer, written (memset) before every iteration, never
  *                registered between iterations;
  *   nonresident: a fresh anonymous mapping per iteration that nobody
- *                touched (the registration, or the copy, faults it in).
+ *                touched (the copy faults it in; on the zero-copy side the
+ *                registration does where it pins, the put where the device
+ *                faults pages in on access, as softverbs does).
  *
  * The destination and the staging buffer are registered once. Each point is
  * the median of several iterations of (a) and (b), interleaved so that drift
@@ -24,14 +26,14 @@
  * log-log between the last losing and the first winning size.
  *
  * Where the two costs are within noise of each other over a range of sizes
- * (non-resident pages on softverbs: pinning faults the pages in as the copy
- * does), the crossover as a point moves with every run; what a measurement
- * does establish is the band it lies in. Each iteration times (a) and (b)
- * back to back, so the pairs give a sign test per size: a method wins a
- * size when it was faster in so many pairs that a tie would give that few
- * times in 20 (two-sided). The band runs from the largest size that
- * staging wins to the smallest size from which zcopy wins and staging wins
- * no larger one.
+ * (resident pages on softverbs: registering walks the pages at about the
+ * rate memcpy copies them from DRAM), the crossover as a point moves with
+ * every run; what a measurement does establish is the band it lies in. Each
+ * iteration times (a) and (b) back to back, so the pairs give a sign test
+ * per size: a method wins a size when it was faster in so many pairs that a
+ * tie would give that few times in 20 (two-sided). The band runs from the
+ * largest size that staging wins to the smallest size from which zcopy wins
+ * and staging wins no larger one.
  *
  * Output (parsed by bench/calib-crossover.sh):
  *   # comment lines

@@ -17,26 +17,27 @@
 # beyond the same edge.
 #
 # The point crossover is ill-conditioned where both methods cost nearly the
-# same per page; the band is what the measurement establishes there:
-# bench/calib-crossover.c decides each size by a paired sign test (5%,
-# two-sided) and reports the band from the largest size that staging wins
-# to the smallest size from which zcopy wins with no staging win above it
-# ("none": zcopy wins no such size in the window). The band of a row is the
-# median of its runs' bounds, and the row's band verdict is ok when the band
-# meets [predicted / 2, predicted * 2] (a prediction of "never" meets a band
-# open at the top). The band is printed for information: the exit status
-# follows the point verdicts, the issue's criterion. On non-resident pages
-# here the sign test decides differently from run to run (staging wins 8 MiB
-# in one, zcopy wins 1..6 MiB in the next): the band shows how much of the
-# scatter is the host's, not the prediction's.
+# same per byte (resident pages on softverbs: a registration walks the pages
+# at about the rate memcpy copies them from DRAM); the band is what the
+# measurement establishes there: bench/calib-crossover.c decides each size
+# by a paired sign test (5%, two-sided) and reports the band from the
+# largest size that staging wins to the smallest size from which zcopy wins
+# with no staging win above it ("none": zcopy wins no such size in the
+# window). The band of a row is the median of its runs' bounds, and the
+# row's band verdict is ok when the band meets [predicted / 2, predicted * 2]
+# (a prediction of "never" meets a band open at the top). The band is
+# printed for information: the exit status follows the point verdicts, the
+# issue's criterion.
 #
 # The regret column says what the prediction costs where it matters: at
 # the worst measured size, how much slower the method the predicted size
 # picks is than the faster of the two (0% when it always picks the
-# faster). Where both methods cost nearly the same per page (non-resident
-# pages on softverbs: pinning faults the pages in as a copy does), the
-# crossover itself is ill-conditioned and moves by a factor of ten between
-# runs of one configuration, while the regret stays small.
+# faster).
+#
+# On non-resident pages softverbs registers without touching them, and the
+# zero-copy put faults them in (about 1.5-3.5 us a page here, against 9 us
+# for a memcpy that does): the model's xfer_fault term, measured with a
+# loopback write from freshly registered pages.
 #
 # Writes bench/results/calib-crossover.png (times vs size per cost, the
 # predicted critical sizes as dashed vertical lines, the measured crossovers

@@ -60,6 +60,26 @@ TH_TEST(calib, fit_recovers_line)
     TH_ASSERT_DBL(f.c, >, 0.0);
 }
 
+/* a few percent of scatter at 4 MiB is more than the whole fixed cost: the
+ * fit must take the fixed cost from the small sizes (an unweighted fit is
+ * 38% off here) */
+TH_TEST(calib, fit_fixed_cost_from_small_sizes)
+{
+    static const double scatter[] = {1.02, 0.98, 1.02, 0.98, 1.05, 0.97};
+    const double c = 4e-6, m = 1e-10;
+    double x[6], y[6];
+    ucs_linear_func_t f;
+    unsigned i;
+
+    for (i = 0; i < 6; ++i) {
+        x[i] = 4096 << (2 * i);
+        y[i] = (c + (m * x[i])) * scatter[i];
+    }
+    f = ucs_calib_fit(x, y, 6);
+    TH_ASSERT(calib_close(f.c, c, 0.1));
+    TH_ASSERT(calib_close(f.m, m, 0.05));
+}
+
 TH_TEST(calib, crossover_matches_model)
 {
     ucs_calib_derived_t d;
@@ -97,6 +117,39 @@ TH_TEST(calib, crossover_matches_model)
     ucs_calib_derive(&m, &d);
     TH_ASSERT(calib_close(d.sp_q, 4.0, 1e-9));
     TH_ASSERT_GE(d.sp_c0, 4096);
+}
+
+/* a device that faults untouched pages in at the first transfer, not at
+ * registration, makes zero-copy of such pages dearer by that much */
+TH_TEST(calib, crossover_counts_transfer_faults)
+{
+    ucs_calib_derived_t d, d_faults;
+    ucs_calib_model_t m;
+    double expected;
+    size_t t;
+
+    /* copy 0.1 ns/B, 2 ns/B more from untouched pages; registration
+     * 2 us + 0.05 ns/B */
+    calib_flat_model(&m, 2e-6, 0.05e-9, 10e9);
+    m.copy_fault = ucs_linear_func_make(0, 2e-9);
+    ucs_calib_derive(&m, &d);
+    expected = 2e-6 / (2.1e-9 - 0.05e-9);
+    TH_ASSERT(calib_close((double)d.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT],
+                          expected, 0.1));
+
+    /* the first transfer faults at 3 us + 1 ns/B */
+    m.xfer_fault = ucs_linear_func_make(3e-6, 1e-9);
+    ucs_calib_derive(&m, &d_faults);
+    expected = 5e-6 / (2.1e-9 - 1.05e-9);
+    t        = d_faults.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT];
+    TH_ASSERT(calib_close((double)t, expected, 0.1));
+    TH_ASSERT_DBL(ucs_calib_reg_time(&m, t * 1.1,
+                                     UCS_CALIB_PAGES_NONRESIDENT), <,
+                  ucs_calib_copy_time(&m, t * 1.1,
+                                      UCS_CALIB_PAGES_NONRESIDENT));
+    /* resident pages are not faulted in by anyone */
+    TH_ASSERT_EQ(d_faults.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+                 d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
 }
 
 TH_TEST(calib, copy_bw_interpolates)
@@ -153,6 +206,7 @@ TH_TEST(calib, model_file_roundtrip)
     m.reg[UCS_CALIB_PAGES_NONRESIDENT] = ucs_linear_func_make(3e-6, 0.3e-9);
     m.dereg        = ucs_linear_func_make(2e-6, 0.01e-9);
     m.copy_fault   = ucs_linear_func_make(0, 0.2e-9);
+    m.xfer_fault   = ucs_linear_func_make(1.5e-6, 0.4e-9);
     m.num_copy     = 3;
     m.copy[1].size = 65536;
     m.copy[1].bw   = 30e9;
@@ -171,6 +225,8 @@ TH_TEST(calib, model_file_roundtrip)
     }
     TH_ASSERT(calib_close(r.dereg.c, m.dereg.c, 1e-6));
     TH_ASSERT(calib_close(r.copy_fault.m, m.copy_fault.m, 1e-6));
+    TH_ASSERT(calib_close(r.xfer_fault.c, m.xfer_fault.c, 1e-6));
+    TH_ASSERT(calib_close(r.xfer_fault.m, m.xfer_fault.m, 1e-6));
     TH_ASSERT_EQ(r.num_copy, m.num_copy);
     for (i = 0; i < m.num_copy; ++i) {
         TH_ASSERT_EQ(r.copy[i].size, m.copy[i].size);
@@ -417,6 +473,9 @@ TH_TEST(calib, hcr_publishes_measured_costs)
     TH_ASSERT_EQ(source, UCS_CALIB_SOURCE_MEASURED);
     TH_ASSERT_DBL(model.net_bw, >, 0.0);
     TH_ASSERT_GT(model.num_copy, 1);
+    /* softverbs registers without touching the pages: the first transfer
+     * faults them in (about 1.5 us a page here), and the model says so */
+    TH_ASSERT_DBL(model.xfer_fault.m, >, 0.0);
 
     /* the md reports it instead of UCX_IB_MEM_REG_OVERHEAD's 16 us */
     cost = ucs_linear_func_add(model.reg[UCS_CALIB_PAGES_RESIDENT],

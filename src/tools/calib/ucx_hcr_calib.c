@@ -99,6 +99,8 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     printf("dereg_c=%.9e\ndereg_m=%.9e\n", m->dereg.c, m->dereg.m);
     printf("copy_fault_c=%.9e\ncopy_fault_m=%.9e\n", m->copy_fault.c,
            m->copy_fault.m);
+    printf("xfer_fault_c=%.9e\nxfer_fault_m=%.9e\n", m->xfer_fault.c,
+           m->xfer_fault.m);
     for (i = 0; i < m->num_copy; ++i) {
         printf("copy_bw_%zu=%.6e\n", m->copy[i].size, m->copy[i].bw);
     }
@@ -149,6 +151,7 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
     print_linear("non-resident pages", m->reg[UCS_CALIB_PAGES_NONRESIDENT]);
     print_linear("deregistration", m->dereg);
     print_linear("copy from non-resident (extra)", m->copy_fault);
+    print_linear("zcopy from non-resident (extra)", m->xfer_fault);
     printf("memcpy bandwidth by working set\n");
     for (i = 0; i < m->num_copy; ++i) {
         ucs_memunits_to_str(m->copy[i].size, s1, sizeof(s1));

@@ -36,7 +36,7 @@
  */
 
 /* bump when the measurement or the file format changes meaning */
-#define UCS_CALIB_FORMAT_VERSION 2
+#define UCS_CALIB_FORMAT_VERSION 3
 
 
 typedef enum {

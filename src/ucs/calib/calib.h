@@ -74,6 +74,11 @@ typedef struct ucs_calib_model {
     ucs_linear_func_t      dereg;
     /* extra cost of copying from a source whose pages were never touched */
     ucs_linear_func_t      copy_fault;
+    /* extra cost of the first zero-copy transfer from registered pages that
+     * were never touched: about 0 where registration pins (faults in) the
+     * pages, the faults themselves where the device takes them on access
+     * (on-demand paging, softverbs) */
+    ucs_linear_func_t      xfer_fault;
     /* memcpy bandwidth by working set, ascending sizes */
     unsigned               num_copy;
     ucs_calib_copy_point_t copy[UCS_CALIB_MAX_COPY_POINTS];
@@ -193,7 +198,11 @@ ucs_status_t ucs_calib_engine_choose(const ucs_calib_model_t *model,
                                      ucs_copy_backend_t *backend_p);
 
 
-/* Least-squares line through (x[i], y[i]) */
+/* Median of @a n values (sorts them; the upper one of an even count) */
+double ucs_calib_median(double *v, unsigned n);
+
+
+/* Least-squares line through (x[i], y[i]), residuals relative to x[i] */
 ucs_linear_func_t ucs_calib_fit(const double *x, const double *y, unsigned n);
 
 
@@ -206,7 +215,11 @@ double ucs_calib_copy_time(const ucs_calib_model_t *model, size_t size,
                            ucs_calib_pages_t pages);
 
 
-/* Time to register and deregister @a size bytes with @a pages */
+/*
+ * What a zero-copy send of @a size bytes with @a pages pays that a copy
+ * through pre-registered staging does not: registration, deregistration and,
+ * for pages never touched, the first transfer's faults (xfer_fault)
+ */
 double ucs_calib_reg_time(const ucs_calib_model_t *model, size_t size,
                           ucs_calib_pages_t pages);
 

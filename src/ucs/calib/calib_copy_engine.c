@@ -77,19 +77,6 @@ static void ucs_calib_compute_measure(void)
                              ucs_time_to_sec(ucs_get_time() - start);
 }
 
-static int ucs_calib_double_cmp(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
-}
-
-static double ucs_calib_median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof(*v), ucs_calib_double_cmp);
-    return v[n / 2];
-}
-
 static double ucs_calib_engine_cpu_time(ucs_copy_engine_t *engine)
 {
     ucs_copy_engine_attr_t attr;

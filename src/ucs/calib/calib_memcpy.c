@@ -26,11 +26,15 @@
  * the first pass' misses do not dominate small sizes */
 #define UCS_CALIB_COPY_MIN_TOTAL  (4 * UCS_MBYTE)
 #define UCS_CALIB_COPY_BATCHES    3
+#define UCS_CALIB_FAULT_REPS_MAX  15
 #define UCS_CALIB_DRAM_MIN        (32 * UCS_MBYTE)
 #define UCS_CALIB_DRAM_MAX        (64 * UCS_MBYTE) /* keeps calibration fast */
 
+/* from the sizes where a fault-in copy competes with a registration (a few
+ * pages) up to DRAM sizes */
 static const size_t ucs_calib_fault_sizes[] = {
-    256 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE
+    16 * UCS_KBYTE, 64 * UCS_KBYTE, 256 * UCS_KBYTE, UCS_MBYTE,
+    4 * UCS_MBYTE
 };
 
 
@@ -137,10 +141,10 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
     double x[ucs_static_array_size(ucs_calib_fault_sizes)];
     double y[ucs_static_array_size(ucs_calib_fault_sizes)];
     size_t size, max_size = ucs_calib_fault_sizes[n - 1];
+    double t[UCS_CALIB_FAULT_REPS_MAX];
     ucs_time_t start;
     void *src, *dst;
-    double t[UCS_CALIB_COPY_BATCHES];
-    unsigned r;
+    unsigned r, reps;
 
     dst = ucs_calib_map(max_size);
     if (dst == NULL) {
@@ -151,7 +155,11 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
 
     for (i = 0; i < n; ++i) {
         size = ucs_calib_fault_sizes[i];
-        for (r = 0; r < UCS_CALIB_COPY_BATCHES; ++r) {
+        /* a fault's time scatters by tens of percent: more samples where
+         * they are cheap, and where the fixed cost is decided */
+        reps = ucs_min(ucs_max(UCS_MBYTE / size, UCS_CALIB_COPY_BATCHES),
+                       UCS_CALIB_FAULT_REPS_MAX);
+        for (r = 0; r < reps; ++r) {
             /* a fresh mapping each time: its pages were never touched */
             src = ucs_calib_map(size);
             if (src == NULL) {
@@ -167,8 +175,8 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
         }
 
         x[i] = size;
-        y[i] = ucs_calib_median3(t) - ucs_calib_copy_time(model, size,
-                                          UCS_CALIB_PAGES_RESIDENT);
+        y[i] = ucs_calib_median(t, reps) -
+               ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT);
     }
 
     munmap(dst, max_size);

@@ -58,27 +58,87 @@ typedef struct {
 } uct_hcr_calib_loop_t;
 
 
-static int uct_hcr_calib_cmp_double(const void *a, const void *b)
+/* RDMA write from @a src (lkey @a lkey) to the second half of the buffer */
+static ucs_status_t uct_hcr_calib_write_from(uct_hcr_calib_loop_t *loop,
+                                             const void *src, uint32_t lkey,
+                                             size_t length, int flags,
+                                             uint64_t wr_id)
 {
-    double x = *(const double*)a, y = *(const double*)b;
+    struct ibv_send_wr wr, *bad_wr;
+    struct ibv_sge sge;
 
-    return (x > y) - (x < y);
+    sge.addr                = (uintptr_t)src;
+    sge.length              = length;
+    sge.lkey                = lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id                = wr_id;
+    wr.sg_list              = &sge;
+    wr.num_sge              = 1;
+    wr.opcode               = IBV_WR_RDMA_WRITE;
+    wr.send_flags           = flags;
+    wr.wr.rdma.remote_addr  = (uintptr_t)loop->buf + (loop->buf_size / 2);
+    wr.wr.rdma.rkey         = loop->mr->rkey;
+    if (ibv_post_send(loop->qp[0], &wr, &bad_wr)) {
+        ucs_error("hcr calib: ibv_post_send() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
 }
 
-static double uct_hcr_calib_median(double *v, unsigned n)
+/* RDMA write from the first half of the buffer to the second */
+static ucs_status_t uct_hcr_calib_write(uct_hcr_calib_loop_t *loop,
+                                        size_t length, int flags,
+                                        uint64_t wr_id)
 {
-    qsort(v, n, sizeof(*v), uct_hcr_calib_cmp_double);
-    return v[n / 2];
+    return uct_hcr_calib_write_from(loop, loop->buf, loop->mr->lkey, length,
+                                    flags, wr_id);
+}
+
+static ucs_status_t uct_hcr_calib_wait(uct_hcr_calib_loop_t *loop,
+                                       unsigned count)
+{
+    ucs_time_t deadline = ucs_get_time() +
+                          ucs_time_from_sec(UCT_HCR_CALIB_TIMEOUT);
+    struct ibv_wc wc;
+    int ret;
+
+    while (count > 0) {
+        ret = ibv_poll_cq(loop->cq, 1, &wc);
+        if (ret < 0) {
+            ucs_error("hcr calib: ibv_poll_cq() failed: %d", ret);
+            return UCS_ERR_IO_ERROR;
+        } else if (ret == 0) {
+            if (ucs_get_time() > deadline) {
+                ucs_error("hcr calib: loopback write did not complete in "
+                          "%.0f s", UCT_HCR_CALIB_TIMEOUT);
+                return UCS_ERR_TIMED_OUT;
+            }
+            continue;
+        }
+
+        if (wc.status != IBV_WC_SUCCESS) {
+            ucs_error("hcr calib: loopback write failed: %s",
+                      ibv_wc_status_str(wc.status));
+            return UCS_ERR_IO_ERROR;
+        }
+        --count;
+    }
+    return UCS_OK;
 }
 
 /*
- * Register and deregister one buffer the way the md does, and return the two
+ * Register and deregister one buffer the way the md does, and return the
  * times: with relaxed ordering (UCX_IB_PCI_RELAXED_ORDERING, on by default on
  * hosts that prefer it) the md registers every buffer twice, a relaxed and a
- * strict-order MR (uct_ib_mem_reg_internal()).
+ * strict-order MR (uct_ib_mem_reg_internal()). With @a t_xfer, also time one
+ * RDMA write of the buffer through the loopback QPs while it is registered:
+ * a device that faults pages in on access rather than at registration takes
+ * the faults there.
  */
-static ucs_status_t uct_hcr_calib_reg_once(uct_ib_md_t *md, void *buf,
-                                           size_t size, double *t_reg,
+static ucs_status_t uct_hcr_calib_reg_once(uct_ib_md_t *md,
+                                           uct_hcr_calib_loop_t *loop,
+                                           void *buf, size_t size,
+                                           double *t_reg, double *t_xfer,
                                            double *t_dereg)
 {
     uint64_t access     = UCT_IB_MEM_ACCESS_FLAGS;
@@ -107,18 +167,35 @@ static ucs_status_t uct_hcr_calib_reg_once(uct_ib_md_t *md, void *buf,
             status = UCS_ERR_IO_ERROR;
         }
     }
+    *t_reg = ucs_time_to_sec(t1 - t0);
+
+    if ((status == UCS_OK) && (t_xfer != NULL)) {
+        status = uct_hcr_calib_write_from(loop, buf, mr[0]->lkey, size,
+                                          IBV_SEND_SIGNALED, 0);
+        if (status == UCS_OK) {
+            status = uct_hcr_calib_wait(loop, 1);
+        }
+        t0      = ucs_get_time();
+        *t_xfer = ucs_time_to_sec(t0 - t1);
+        t1      = t0;
+    }
 
     for (i = 0; i < num_mrs; ++i) {
         if (mr[i] != NULL) {
             ibv_dereg_mr(mr[i]);
         }
     }
-    *t_reg   = ucs_time_to_sec(t1 - t0);
     *t_dereg = ucs_time_to_sec(ucs_get_time() - t1);
     return status;
 }
 
+/*
+ * Registration and deregistration on resident and on never-touched pages,
+ * and what the first transfer from never-touched pages costs more than one
+ * from resident pages (the sizes the loopback buffer can take).
+ */
 static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
+                                              uct_hcr_calib_loop_t *loop,
                                               ucs_calib_model_t *model)
 {
     unsigned num_sizes = ucs_static_array_size(uct_hcr_calib_reg_sizes);
@@ -126,11 +203,15 @@ static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
     double x[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
     double y_reg[UCS_CALIB_PAGES_LAST][ucs_static_array_size(
             uct_hcr_calib_reg_sizes)];
+    double y_xfer[UCS_CALIB_PAGES_LAST][ucs_static_array_size(
+            uct_hcr_calib_reg_sizes)];
     double y_dereg[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
     double reg[UCT_HCR_CALIB_REG_REPS], dereg[UCT_HCR_CALIB_REG_REPS];
+    double xfer[UCT_HCR_CALIB_REG_REPS];
     ucs_status_t status = UCS_OK;
-    void *resident, *fresh;
-    unsigned i, r, pages;
+    unsigned i, r, pages, num_xfer = 0;
+    void *resident, *buf;
+    int with_xfer;
     size_t size;
 
     resident = mmap(NULL, max_size, PROT_READ | PROT_WRITE,
@@ -142,39 +223,46 @@ static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
     memset(resident, 0, max_size);
 
     for (i = 0; i < num_sizes; ++i) {
-        size = uct_hcr_calib_reg_sizes[i];
-        x[i] = size;
+        size      = uct_hcr_calib_reg_sizes[i];
+        x[i]      = size;
+        with_xfer = (size <= (loop->buf_size / 2));
+        num_xfer += with_xfer;
         for (pages = 0; pages < UCS_CALIB_PAGES_LAST; ++pages) {
             for (r = 0; r < UCT_HCR_CALIB_REG_REPS; ++r) {
                 if (pages == UCS_CALIB_PAGES_RESIDENT) {
-                    status = uct_hcr_calib_reg_once(md, resident, size,
-                                                    &reg[r], &dereg[r]);
-                    continue;
+                    buf = resident;
+                } else {
+                    /* pages nobody touched: registration, or the transfer,
+                     * faults them in */
+                    buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    if (buf == MAP_FAILED) {
+                        ucs_error("hcr calib: failed to map %zu bytes: %m",
+                                  size);
+                        status = UCS_ERR_NO_MEMORY;
+                        goto out;
+                    }
                 }
 
-                /* pages nobody touched: registration faults them in */
-                fresh = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                if (fresh == MAP_FAILED) {
-                    ucs_error("hcr calib: failed to map %zu bytes: %m", size);
-                    status = UCS_ERR_NO_MEMORY;
-                    goto out;
-                }
-                status = uct_hcr_calib_reg_once(md, fresh, size, &reg[r],
+                status = uct_hcr_calib_reg_once(md, loop, buf, size, &reg[r],
+                                                with_xfer ? &xfer[r] : NULL,
                                                 &dereg[r]);
-                munmap(fresh, size);
+                if (buf != resident) {
+                    munmap(buf, size);
+                }
                 if (status != UCS_OK) {
                     goto out;
                 }
             }
-            if (status != UCS_OK) {
-                goto out;
-            }
 
-            y_reg[pages][i] = uct_hcr_calib_median(reg,
+            y_reg[pages][i] = ucs_calib_median(reg,
                                                    UCT_HCR_CALIB_REG_REPS);
+            if (with_xfer) {
+                y_xfer[pages][i] = ucs_calib_median(
+                        xfer, UCT_HCR_CALIB_REG_REPS);
+            }
             if (pages == UCS_CALIB_PAGES_RESIDENT) {
-                y_dereg[i] = uct_hcr_calib_median(dereg,
+                y_dereg[i] = ucs_calib_median(dereg,
                                                   UCT_HCR_CALIB_REG_REPS);
             }
         }
@@ -184,6 +272,14 @@ static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
         model->reg[pages] = ucs_calib_fit(x, y_reg[pages], num_sizes);
     }
     model->dereg = ucs_calib_fit(x, y_dereg, num_sizes);
+
+    /* the sizes are ascending: the first num_xfer ones have a transfer */
+    for (i = 0; i < num_xfer; ++i) {
+        y_xfer[UCS_CALIB_PAGES_NONRESIDENT][i] -=
+                y_xfer[UCS_CALIB_PAGES_RESIDENT][i];
+    }
+    model->xfer_fault = ucs_calib_fit(x, y_xfer[UCS_CALIB_PAGES_NONRESIDENT],
+                                      num_xfer);
 
 out:
     munmap(resident, max_size);
@@ -341,95 +437,31 @@ err:
     return status;
 }
 
-/* RDMA write from the first half of the buffer to the second */
-static ucs_status_t uct_hcr_calib_write(uct_hcr_calib_loop_t *loop,
-                                        size_t length, int flags,
-                                        uint64_t wr_id)
-{
-    struct ibv_send_wr wr, *bad_wr;
-    struct ibv_sge sge;
-
-    sge.addr                = (uintptr_t)loop->buf;
-    sge.length              = length;
-    sge.lkey                = loop->mr->lkey;
-    memset(&wr, 0, sizeof(wr));
-    wr.wr_id                = wr_id;
-    wr.sg_list              = &sge;
-    wr.num_sge              = 1;
-    wr.opcode               = IBV_WR_RDMA_WRITE;
-    wr.send_flags           = flags;
-    wr.wr.rdma.remote_addr  = (uintptr_t)loop->buf + (loop->buf_size / 2);
-    wr.wr.rdma.rkey         = loop->mr->rkey;
-    if (ibv_post_send(loop->qp[0], &wr, &bad_wr)) {
-        ucs_error("hcr calib: ibv_post_send() failed: %m");
-        return UCS_ERR_IO_ERROR;
-    }
-    return UCS_OK;
-}
-
-static ucs_status_t uct_hcr_calib_wait(uct_hcr_calib_loop_t *loop,
-                                       unsigned count)
-{
-    ucs_time_t deadline = ucs_get_time() +
-                          ucs_time_from_sec(UCT_HCR_CALIB_TIMEOUT);
-    struct ibv_wc wc;
-    int ret;
-
-    while (count > 0) {
-        ret = ibv_poll_cq(loop->cq, 1, &wc);
-        if (ret < 0) {
-            ucs_error("hcr calib: ibv_poll_cq() failed: %d", ret);
-            return UCS_ERR_IO_ERROR;
-        } else if (ret == 0) {
-            if (ucs_get_time() > deadline) {
-                ucs_error("hcr calib: loopback write did not complete in "
-                          "%.0f s", UCT_HCR_CALIB_TIMEOUT);
-                return UCS_ERR_TIMED_OUT;
-            }
-            continue;
-        }
-
-        if (wc.status != IBV_WC_SUCCESS) {
-            ucs_error("hcr calib: loopback write failed: %s",
-                      ibv_wc_status_str(wc.status));
-            return UCS_ERR_IO_ERROR;
-        }
-        --count;
-    }
-    return UCS_OK;
-}
-
-static ucs_status_t uct_hcr_calib_measure_net(uct_ib_md_t *md,
+static ucs_status_t uct_hcr_calib_measure_net(uct_hcr_calib_loop_t *loop,
                                               ucs_calib_model_t *model)
 {
     double lat[UCT_HCR_CALIB_LAT_ITERS];
-    uct_hcr_calib_loop_t loop;
     ucs_status_t status;
     ucs_time_t start;
     unsigned signal_every = UCT_HCR_CALIB_QP_DEPTH / 2;
     unsigned i, posted, signaled, completed;
     int flags;
 
-    status = uct_hcr_calib_loop_open(md, &loop);
-    if (status != UCS_OK) {
-        return status;
-    }
-
     /* latency: a signaled write completes when the target acks it, a round
      * trip; the one-way latency is half of it */
     for (i = 0; i < UCT_HCR_CALIB_LAT_ITERS; ++i) {
         start  = ucs_get_time();
-        status = uct_hcr_calib_write(&loop, 8, IBV_SEND_SIGNALED |
+        status = uct_hcr_calib_write(loop, 8, IBV_SEND_SIGNALED |
                                      IBV_SEND_INLINE, i);
         if (status == UCS_OK) {
-            status = uct_hcr_calib_wait(&loop, 1);
+            status = uct_hcr_calib_wait(loop, 1);
         }
         if (status != UCS_OK) {
-            goto out;
+            return status;
         }
         lat[i] = ucs_time_to_sec(ucs_get_time() - start) / 2;
     }
-    model->net_latency = uct_hcr_calib_median(lat, UCT_HCR_CALIB_LAT_ITERS);
+    model->net_latency = ucs_calib_median(lat, UCT_HCR_CALIB_LAT_ITERS);
 
     /* gap: back-to-back small writes, one signaled per half queue, with at
      * most two signaled ones outstanding */
@@ -441,18 +473,18 @@ static ucs_status_t uct_hcr_calib_measure_net(uct_ib_md_t *md,
             flags |= IBV_SEND_SIGNALED;
             ++signaled;
         }
-        status = uct_hcr_calib_write(&loop, 8, flags, posted);
+        status = uct_hcr_calib_write(loop, 8, flags, posted);
         if ((status == UCS_OK) && (signaled - completed > 1)) {
-            status = uct_hcr_calib_wait(&loop, 1);
+            status = uct_hcr_calib_wait(loop, 1);
             ++completed;
         }
         if (status != UCS_OK) {
-            goto out;
+            return status;
         }
     }
-    status = uct_hcr_calib_wait(&loop, signaled - completed);
+    status = uct_hcr_calib_wait(loop, signaled - completed);
     if (status != UCS_OK) {
-        goto out;
+        return status;
     }
     model->net_gap = ucs_time_to_sec(ucs_get_time() - start) /
                      UCT_HCR_CALIB_GAP_MSGS;
@@ -461,40 +493,45 @@ static ucs_status_t uct_hcr_calib_measure_net(uct_ib_md_t *md,
     start = ucs_get_time();
     for (posted = 0; posted < UCT_HCR_CALIB_BW_MSGS; ++posted) {
         if (posted >= 4) {
-            status = uct_hcr_calib_wait(&loop, 1);
+            status = uct_hcr_calib_wait(loop, 1);
             if (status != UCS_OK) {
-                goto out;
+                return status;
             }
         }
-        status = uct_hcr_calib_write(&loop, UCT_HCR_CALIB_BW_MSG,
+        status = uct_hcr_calib_write(loop, UCT_HCR_CALIB_BW_MSG,
                                      IBV_SEND_SIGNALED, posted);
         if (status != UCS_OK) {
-            goto out;
+            return status;
         }
     }
-    status = uct_hcr_calib_wait(&loop, 4);
+    status = uct_hcr_calib_wait(loop, 4);
     if (status != UCS_OK) {
-        goto out;
+        return status;
     }
     model->net_bw = (double)UCT_HCR_CALIB_BW_MSG * UCT_HCR_CALIB_BW_MSGS /
                     ucs_time_to_sec(ucs_get_time() - start);
 
-out:
-    uct_hcr_calib_loop_close(&loop);
-    return status;
+    return UCS_OK;
 }
 
 static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
 {
     uct_ib_md_t *md = arg;
+    uct_hcr_calib_loop_t loop;
     ucs_status_t status;
 
-    status = uct_hcr_calib_measure_reg(md, model);
+    status = uct_hcr_calib_loop_open(md, &loop);
     if (status != UCS_OK) {
         return status;
     }
 
-    return uct_hcr_calib_measure_net(md, model);
+    status = uct_hcr_calib_measure_reg(md, &loop, model);
+    if (status == UCS_OK) {
+        status = uct_hcr_calib_measure_net(&loop, model);
+    }
+
+    uct_hcr_calib_loop_close(&loop);
+    return status;
 }
 
 /* firmware, node GUID and the emulator's cost settings */

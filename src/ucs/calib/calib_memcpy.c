@@ -24,8 +24,11 @@
 
 /* a point copies at least this much in total, so that timer resolution and
  * the first pass' misses do not dominate small sizes */
-#define UCS_CALIB_COPY_MIN_TOTAL  (4 * UCS_MBYTE)
-#define UCS_CALIB_COPY_BATCHES    3
+#define UCS_CALIB_COPY_MIN_TOTAL  (8 * UCS_MBYTE)
+/* the last-level and DRAM points move by a third between batches on a
+ * shared host: the median of five */
+#define UCS_CALIB_COPY_BATCHES    5
+#define UCS_CALIB_FAULT_MIN_REPS  3
 #define UCS_CALIB_FAULT_REPS_MAX  15
 #define UCS_CALIB_DRAM_MIN        (32 * UCS_MBYTE)
 #define UCS_CALIB_DRAM_MAX        (64 * UCS_MBYTE) /* keeps calibration fast */
@@ -46,14 +49,6 @@ static void *ucs_calib_map(size_t size)
     return (ptr == MAP_FAILED) ? NULL : ptr;
 }
 
-static double ucs_calib_median3(double *t)
-{
-    double lo = ucs_min(t[0], t[1]), hi = ucs_max(t[0], t[1]);
-
-    UCS_STATIC_ASSERT(UCS_CALIB_COPY_BATCHES == 3);
-    return ucs_max(lo, ucs_min(hi, t[2]));
-}
-
 /* median time of a few batches of copies, per copy: the median, like the
  * registration's, so that neither side of a crossover gets its best case */
 static double ucs_calib_time_copy(void *dst, const void *src, size_t size)
@@ -71,7 +66,7 @@ static double ucs_calib_time_copy(void *dst, const void *src, size_t size)
         }
         t[b] = ucs_time_to_sec(ucs_get_time() - start) / reps;
     }
-    return ucs_calib_median3(t);
+    return ucs_calib_median(t, UCS_CALIB_COPY_BATCHES);
 }
 
 static ucs_status_t ucs_calib_copy_point(size_t size, ucs_calib_copy_point_t *p)
@@ -157,7 +152,7 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
         size = ucs_calib_fault_sizes[i];
         /* a fault's time scatters by tens of percent: more samples where
          * they are cheap, and where the fixed cost is decided */
-        reps = ucs_min(ucs_max(UCS_MBYTE / size, UCS_CALIB_COPY_BATCHES),
+        reps = ucs_min(ucs_max(UCS_MBYTE / size, UCS_CALIB_FAULT_MIN_REPS),
                        UCS_CALIB_FAULT_REPS_MAX);
         for (r = 0; r < reps; ++r) {
             /* a fresh mapping each time: its pages were never touched */

@@ -21,11 +21,13 @@ typedef struct {
     uint64_t received[4];
     uint64_t reg_fallback;
     uint64_t async_copies;
+    uint64_t fresh[3];    /* kcopy, populate, fault */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 
 enum { SP_BCOPY = 1, SP_SPPLN = 2, SP_ZCOPY = 3 };
+enum { SP_FRESH_KCOPY, SP_FRESH_POPULATE, SP_FRESH_FAULT };
 
 #define SPPLN_MB (1024ul * 1024ul)
 
@@ -320,6 +322,98 @@ TH_TEST_TIMEOUT(sppln, unmapped_buffer_is_fresh, 300)
 
     sppln_run(sppln_reuse_rank, &arg);
 }
+
+/* ---- receive buffers nobody touched ----------------------------------- */
+
+typedef struct {
+    const char *how;   /* UCX_HCR_SPPLN_FRESH_COPY */
+    int        fresh;  /* the counter it must move */
+} sppln_fresh_arg_t;
+
+static const size_t sppln_fresh_sizes[] = {
+    64 * 1024 + 3, 300001, SPPLN_MB + 5, 4 * SPPLN_MB + 1
+};
+
+/*
+ * Rank 0 sends, rank 1 receives into fresh mappings it never touched
+ * (except the guard byte after the message, on the last page), at unaligned
+ * offsets: every byte must land, nothing before or after the message may
+ * change, and the receiver's counter says the copy-out took the configured
+ * way. Then one receive into a written buffer, which must not.
+ */
+static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_fresh_arg_t *arg = varg;
+    ucp_request_param_t param    = {0};
+    size_t size, map_len, off, n, before;
+    const sppln_stats_t *st;
+    uint8_t *map, *buf;
+    unsigned i, k;
+    th_ucp_t ucp;
+    void *req;
+    char go;
+
+    sppln_env("sppln", "hcr");
+    setenv("UCX_HCR_SPPLN_FRESH_COPY", arg->how, 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    n = sizeof(sppln_fresh_sizes) / sizeof(sppln_fresh_sizes[0]);
+    for (i = 0; i <= n; ++i) {
+        size = sppln_fresh_sizes[(i < n) ? i : 0];
+        off  = (i * 11 + 5) % 64;
+        map  = sppln_map(size, &map_len);
+        buf  = map + off;
+        if (rank == 0) {
+            th_fill_pattern(buf, size, 500 + i);
+            th_oob_recv(oob, 1, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                    ucp_tag_send_nbx(ucp.ep, buf, size, 0x200 + i, &param),
+                    120.0));
+        } else {
+            st     = ucp_proto_sppln_stats(ucp.worker);
+            before = (st == NULL) ? 0 : st->fresh[arg->fresh];
+            buf[size] = 0xee;
+            if (i == n) {
+                /* the application wrote its receive buffer: resident */
+                memset(buf, 0x11, size);
+            }
+            req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x200 + i,
+                                   (ucp_tag_t)-1, &param);
+            go = 1;
+            th_oob_send(oob, 0, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+            TH_CHECK_PATTERN(buf, size, 500 + i);
+            TH_ASSERT_EQ(buf[size], 0xee);
+            for (k = 0; k < off; ++k) {
+                TH_ASSERT_EQ(map[k], 0);
+            }
+            st = ucp_proto_sppln_stats(ucp.worker);
+            TH_ASSERT(st != NULL);
+            if (i < n) {
+                /* at least one sub-block per message */
+                TH_ASSERT_GT(st->fresh[arg->fresh], before);
+            } else {
+                TH_ASSERT_EQ(st->fresh[arg->fresh], before);
+            }
+        }
+        munmap(map, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+#define SPPLN_FRESH_TEST(_how, _counter) \
+    TH_TEST_TIMEOUT(sppln, fresh_destination_##_how, 120) \
+    { \
+        sppln_fresh_arg_t arg = {#_how, _counter}; \
+        setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1); \
+        th_run_procs(2, sppln_fresh_rank, &arg); \
+    }
+
+SPPLN_FRESH_TEST(kcopy, SP_FRESH_KCOPY)
+SPPLN_FRESH_TEST(populate, SP_FRESH_POPULATE)
+SPPLN_FRESH_TEST(fault, SP_FRESH_FAULT)
 
 /* ---- many transfers in flight, both ways at once ---------------------- */
 

@@ -55,6 +55,18 @@ typedef enum {
 } ucp_sppln_path_t;
 
 
+/* How the receiver copies into destination pages nobody touched yet */
+typedef enum {
+    UCP_SPPLN_FRESH_KCOPY,    /* the kernel copies (process_vm_writev into
+                                 our own process), faulting pages in as it
+                                 goes */
+    UCP_SPPLN_FRESH_POPULATE, /* the kernel populates the pages
+                                 (MADV_POPULATE_WRITE), then memcpy */
+    UCP_SPPLN_FRESH_FAULT,    /* memcpy, taking a page fault per page */
+    UCP_SPPLN_FRESH_LAST
+} ucp_sppln_fresh_t;
+
+
 /* Configuration, UCX_HCR_SPPLN_* */
 typedef struct {
     int              enable;        /* ternary: offer the protocol at all */
@@ -68,6 +80,8 @@ typedef struct {
     double           q;             /* growth ratio, or 0 for auto */
     int              copy_async;    /* ternary-auto: sender stages chunks
                                        with the copy engine */
+    ucp_sppln_fresh_t fresh_copy;   /* receiver: how it copies into
+                                       untouched destination pages */
 } ucp_sppln_config_t;
 
 
@@ -133,6 +147,9 @@ typedef struct {
     uint64_t received[UCP_SPPLN_PATH_LAST];
     uint64_t reg_fallback;  /* zcopy wanted, registration failed */
     uint64_t async_copies;  /* chunks the copy engine staged */
+    /* receiver: sub-blocks copied out into a destination whose pages were
+     * not resident when the transfer started, by how */
+    uint64_t fresh[UCP_SPPLN_FRESH_LAST];
 } ucp_sppln_stats_t;
 
 
@@ -161,6 +178,8 @@ typedef struct ucp_sppln_worker {
     int                staged_tracked; /* unmap events reach the table */
     ucp_sppln_stats_t  stats;
     ucs_copy_engine_t  *copy_engine; /* created on first use, or NULL */
+    ucp_sppln_fresh_t  fresh_copy;   /* receiver: how it copies into
+                                        untouched pages, after fallbacks */
     int                copy_engine_failed; /* do not try again */
 } ucp_sppln_worker_t;
 
@@ -191,7 +210,9 @@ enum {
     UCP_SPPLN_XFER_FLAG_NOTIFY   = UCS_BIT(3), /* sender: put done, its
                                                   notification not sent */
     UCP_SPPLN_XFER_FLAG_DONE     = UCS_BIT(4), /* request completed */
-    UCP_SPPLN_XFER_FLAG_WAITING  = UCS_BIT(5)  /* in the worker's waitq */
+    UCP_SPPLN_XFER_FLAG_WAITING  = UCS_BIT(5), /* in the worker's waitq */
+    UCP_SPPLN_XFER_FLAG_FRESH    = UCS_BIT(6)  /* receiver: the destination
+                                                  was not resident */
 };
 
 
@@ -237,6 +258,10 @@ ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
 
 void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched);
 
+/* Residency of a buffer, judged by its first page */
+ucs_calib_pages_t ucp_sppln_pages(const void *buffer);
+
+
 ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
                                   const ucp_sppln_priv_t *spriv,
                                   const void *buffer, size_t length);
@@ -251,6 +276,7 @@ void ucp_sppln_perf(const ucp_sppln_priv_t *spriv, ucp_proto_caps_t *caps,
                     double ctrl_time);
 
 extern const char *ucp_sppln_path_names[];
+extern const char *ucp_sppln_fresh_names[];
 
 
 /* proto_sppln_staging.c */

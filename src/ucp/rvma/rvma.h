@@ -17,7 +17,7 @@
  *                   (eager copy or rendezvous fetch), the reply;
  *  - rvma_put.c     the initiator: ucp_rvma_put_nbx() and its request;
  *  - rvma_fast.c    the fast path on lanes with put-with-notify (hcr): ring
- *                   leases, one RDMA write per put, batched acks.
+ *                   leases, one write-with-immediate per put, batched acks.
  *
  * Wire protocol: a put is one UCP active message (id UCX_HCR_RVMA_AM_ID)
  * whose user header is ucp_rvma_put_hdr_t and whose data is the put's data
@@ -32,9 +32,8 @@
  * Fast path (rvma_fast.c): where the active message lane has
  * uct_ep_put_notify_zcopy(), the target leases each initiator a registered
  * ring; a put of up to UCX_HCR_RVMA_FAST_MAX bytes is then one
- * write-with-immediate (a plain write where the target polls and cannot
- * sleep) of a ucp_rvma_rec_hdr_t, the data and a trailer word into that
- * ring. The target finds the record by polling the ring for the
+ * write-with-immediate of a ucp_rvma_rec_hdr_t, the data and a trailer word
+ * into that ring. The target finds the record by polling the ring for the
  * trailer, or by the write's completion, and acknowledges the records in
  * batches: in the header of its own next fast put to the initiator, or else
  * by an ack message (ucp_rvma_ack_hdr_t) one progress round later.
@@ -120,19 +119,12 @@ typedef struct ucp_rvma_lease_req_hdr {
 } UCS_S_PACKED ucp_rvma_lease_req_hdr_t;
 
 
-/* The target polls the ring and cannot sleep (no UCP_FEATURE_WAKEUP): a
- * plain RDMA write suffices, without the immediate that costs a receive
- * and a completion at the target */
-#define UCP_RVMA_LEASE_FLAG_POLLED UCS_BIT(0)
-
-
 /* Target -> initiator: the ring (its packed rkey follows as data) */
 typedef struct ucp_rvma_lease_hdr {
     uint64_t initiator_ep;
     uint64_t ring_addr;
     uint32_t ring_size;
     uint16_t ring_id;      /* UCP_RVMA_MAX_RINGS: refused */
-    uint16_t flags;        /* UCP_RVMA_LEASE_FLAG_xx */
 } UCS_S_PACKED ucp_rvma_lease_hdr_t;
 
 

@@ -35,7 +35,7 @@
  *                           <----------       its address, rkey and id (AM)
  *   put: header, data and trailer
  *   into the local staging mirror,
- *   then ONE RDMA_WRITE(_WITH_IMM) --->       progress polls the ring for the
+ *   then ONE RDMA_WRITE_WITH_IMM ----->       progress polls the ring for the
  *     (immediate: ring id, position)          next record's trailer (or takes
  *                                             the receive completion): look
  *                                             up the window, copy into the
@@ -52,13 +52,9 @@
  * (UCX_HCR_RVMA_RING_POLL): a record's trailer, its last 8 bytes, lands last
  * and holds its sequence number and length, and the target clears the
  * header and trailer words of the ring space it takes back
- * (ucp_rvma_ring_clear()). A target that can sleep (UCP_FEATURE_WAKEUP)
- * still gets the write's completion, which wakes it; one that polls and
- * cannot sleep leases its rings for plain RDMA writes
- * (UCP_RVMA_LEASE_FLAG_POLLED), which spare it a receive and a completion
- * per put (0.1-0.2 us of an 8 B put's 2 us on softverbs). The target's
- * verdict (unknown, closed, full window) still reaches the initiator's
- * request, through the ack. The ack
+ * (ucp_rvma_ring_clear()). The completion still comes,
+ * and wakes a target that sleeps. The target's verdict (unknown, closed, full
+ * window) still reaches the initiator's request, through the ack. The ack
  * waits a progress round for a put going back, which would carry it: in a
  * request-reply exchange (a halo, a ping-pong) every ack then rides on a
  * reply, and none costs a network operation of its own, or the latency of
@@ -98,7 +94,6 @@ struct ucp_rvma_lease {
     uint32_t               seq;       /* records written */
     uint32_t               acked_seq; /* records acknowledged */
     uint64_t               puts;      /* sent by the fast path */
-    int                    polled;    /* plain writes: the target polls */
     ucp_rvma_ring_t        *ring;     /* the target leased us this one: its
                                          acks ride on our records */
     uint64_t               req_id[UCP_RVMA_LEASE_INFLIGHT];
@@ -372,17 +367,12 @@ static ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
     lease.ring_id      = UCP_RVMA_MAX_RINGS;
     lease.ring_addr    = 0;
     lease.ring_size    = 0;
-    lease.flags        = 0;
     status = ucp_rvma_ring_create(rw, ep, req, rkey_buf, sizeof(rkey_buf),
                                   &rkey_size, &ring);
     if (status == UCS_OK) {
         lease.ring_id   = ring->id;
         lease.ring_addr = (uintptr_t)ring->base;
         lease.ring_size = ring->size;
-        if (rw->ring_poll && !(rw->worker->context->config.features &
-                               UCP_FEATURE_WAKEUP)) {
-            lease.flags |= UCP_RVMA_LEASE_FLAG_POLLED;
-        }
     } else {
         ucs_debug("worker %p: no RVMA ring for ep %p: %s", rw->worker, ep,
                   ucs_status_string(status));
@@ -827,7 +817,6 @@ static ucs_status_t ucp_rvma_lease_setup(ucp_rvma_lease_t *lease,
     lease->raddr   = hdr->ring_addr;
     lease->size    = hdr->ring_size;
     lease->ring_id = hdr->ring_id;
-    lease->polled  = !!(hdr->flags & UCP_RVMA_LEASE_FLAG_POLLED);
     lease->state   = UCP_RVMA_LEASE_READY;
     return UCS_OK;
 
@@ -877,10 +866,8 @@ static ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
         return UCS_OK;
     }
 
-    ucs_debug("ep %p: RVMA ring %u of %zu bytes at 0x%" PRIx64 " leased, "
-              "written %s", ep, lease->ring_id, lease->size, lease->raddr,
-              lease->polled ? "plainly (the target polls)" :
-                              "with an immediate");
+    ucs_debug("ep %p: RVMA ring %u of %zu bytes at 0x%" PRIx64 " leased", ep,
+              lease->ring_id, lease->size, lease->raddr);
     return UCS_OK;
 }
 
@@ -1030,17 +1017,12 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     iov.memh   = lease->memh;
     iov.stride = 0;
     iov.count  = 1;
-    if (lease->polled) {
-        status = uct_ep_put_zcopy(lease->uct_ep, &iov, 1, lease->raddr + pos,
-                                  lease->rkey.rkey, NULL);
-    } else {
-        notify = ((uint32_t)lease->ring_id << UCP_RVMA_RING_POS_BITS) |
+    notify     = ((uint32_t)lease->ring_id << UCP_RVMA_RING_POS_BITS) |
                  (pos / UCP_RVMA_RING_ALIGN);
-        status = uct_ep_put_notify_zcopy(lease->uct_ep, &iov, 1,
+    status     = uct_ep_put_notify_zcopy(lease->uct_ep, &iov, 1,
                                          lease->raddr + pos,
                                          lease->rkey.rkey,
                                          UCP_AM_ID_RVMA_NOTIFY, notify, NULL);
-    }
     if (UCS_STATUS_IS_ERR(status)) {
         return status;
     }

@@ -21,7 +21,7 @@
 
 /*
  * The initiator. ucp_rvma_put_nbx() tries the fast path first (rvma_fast.c:
- * one RDMA write, the request completes with the target's ack).
+ * one write-with-immediate, the request completes with the target's ack).
  * Otherwise it sends one active message, and the request completes after two
  * events: the active message's local completion (the buffer may be reused)
  * and the target's reply (accepted or refused). The request is found again

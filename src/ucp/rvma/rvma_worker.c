@@ -42,10 +42,9 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
     {"FAST", "y",
      "Fast path where the active message lane can put with notification\n"
      "(hcr): each initiator gets a registered ring in the target, and a put\n"
-     "of up to FAST_MAX bytes is one RDMA write into it (with an immediate\n"
-     "where the target may sleep, or does not poll), copied into the posted\n"
-     "buffer by the target's progress and acknowledged in batches. A target\n"
-     "with FAST=n refuses the rings.",
+     "of up to FAST_MAX bytes is one write-with-immediate into it, copied\n"
+     "into the posted buffer by the target's progress and acknowledged in\n"
+     "batches. A target with FAST=n refuses the rings.",
      ucs_offsetof(ucp_rvma_config_t, fast), UCS_CONFIG_TYPE_BOOL},
 
     {"RING_SIZE", "256k",
@@ -65,8 +64,7 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
      "completion. This needs the last bytes of one RDMA write to land after\n"
      "the rest, as HCAs place a write in address order (the eager RDMA of\n"
      "MVAPICH and Open MPI expects it) and as softverbs lands them. With n,\n"
-     "records are taken only at their completion. With y, a target without\n"
-     "UCP_FEATURE_WAKEUP has its rings written without an immediate.",
+     "records are taken only at their completion.",
      ucs_offsetof(ucp_rvma_config_t, ring_poll), UCS_CONFIG_TYPE_BOOL},
 
     {NULL}

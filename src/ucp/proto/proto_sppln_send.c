@@ -565,8 +565,8 @@ ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
 
     if (rtr->slot_size < xfer->worker->sppln->slot_size) {
         ucs_error("rndv/sppln: the peer's staging slots (%u bytes) are "
-                  "smaller than ours (%zu); set the same UCX_HCR_SPPLN_SLOT_SIZE "
-                  "on both sides", rtr->slot_size,
+                  "smaller than ours (%zu); set the same "
+                  "UCX_HCR_SPPLN_SLOT_SIZE on both sides", rtr->slot_size,
                   xfer->worker->sppln->slot_size);
         status = UCS_ERR_UNSUPPORTED;
         goto err;

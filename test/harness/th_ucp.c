@@ -129,6 +129,25 @@ void th_ucp_oob_recv(th_ucp_t *ucp, th_oob_t *oob, int peer, void *buf,
     th_oob_recv(oob, peer, buf, length);
 }
 
+void th_ucp_am_recv_data(th_ucp_t *ucp, void *data_desc, void *buf,
+                         size_t length, ucp_am_recv_data_nbx_callback_t cb,
+                         void *arg)
+{
+    ucp_request_param_t param = {0};
+    void *req;
+
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                         UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv_am   = cb;
+    param.user_data    = arg;
+    req = ucp_am_recv_data_nbx(ucp->worker, data_desc, buf, length, &param);
+    if (UCS_PTR_IS_ERR(req)) {
+        cb(NULL, UCS_PTR_STATUS(req), 0, arg);
+    } else if (req == NULL) {
+        cb(NULL, UCS_OK, length, arg);
+    }
+}
+
 void th_ucp_cleanup(th_ucp_t *ucp)
 {
     ucp_request_param_t param = {0};

@@ -78,6 +78,16 @@ void th_ucp_oob_recv(th_ucp_t *ucp, th_oob_t *oob, int peer, void *buf,
 int th_ucp_send_until_error(th_ucp_t *ucp, const void *buf, size_t size,
                             ucp_tag_t tag, double timeout);
 
+/*
+ * Receive the data of a rendezvous active message into buf: cb(request,
+ * status, length, arg) runs once when it is there, with a NULL request when
+ * it completed at once, or with the error when the receive could not start.
+ * The callback frees a non-NULL request.
+ */
+void th_ucp_am_recv_data(th_ucp_t *ucp, void *data_desc, void *buf,
+                         size_t length, ucp_am_recv_data_nbx_callback_t cb,
+                         void *arg);
+
 /* Flush, close the endpoint and destroy worker and context */
 void th_ucp_cleanup(th_ucp_t *ucp);
 

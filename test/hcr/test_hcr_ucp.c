@@ -122,7 +122,9 @@ static void hcr_ucp_am_recv_done(void *request, ucs_status_t status,
         ++rx->errors;
     }
     ++rx->received;
-    ucp_request_free(request);
+    if (request != NULL) {
+        ucp_request_free(request);
+    }
 }
 
 static ucs_status_t hcr_ucp_am_cb(void *arg, const void *header,
@@ -130,24 +132,15 @@ static ucs_status_t hcr_ucp_am_cb(void *arg, const void *header,
                                   size_t length,
                                   const ucp_am_recv_param_t *param)
 {
-    hcr_ucp_am_rx_t *rx        = arg;
-    ucp_request_param_t rparam = {0};
+    hcr_ucp_am_rx_t *rx = arg;
     uint64_t seed;
-    void *req;
 
     memcpy(&seed, header, sizeof(seed));
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-        rx->seed              = seed;
-        rx->rndv_len          = length;
-        rparam.op_attr_mask   = UCP_OP_ATTR_FIELD_CALLBACK |
-                                UCP_OP_ATTR_FIELD_USER_DATA;
-        rparam.cb.recv_am     = hcr_ucp_am_recv_done;
-        rparam.user_data      = rx;
-        req = ucp_am_recv_data_nbx(rx->ucp->worker, data, rx->buf, length,
-                                   &rparam);
-        if (req == NULL) {
-            hcr_ucp_am_recv_done(NULL, UCS_OK, length, rx);
-        }
+        rx->seed     = seed;
+        rx->rndv_len = length;
+        th_ucp_am_recv_data(rx->ucp, data, rx->buf, length,
+                            hcr_ucp_am_recv_done, rx);
         return UCS_OK;
     }
 

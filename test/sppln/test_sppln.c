@@ -450,10 +450,8 @@ static ucs_status_t sppln_am_cb(void *arg, const void *header,
                                 size_t length,
                                 const ucp_am_recv_param_t *param)
 {
-    sppln_am_rx_t *rx          = arg;
-    ucp_request_param_t rparam = {0};
+    sppln_am_rx_t *rx = arg;
     uint32_t hdr[4];
-    void *req;
 
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
         (header_length != sizeof(hdr)) || (length != rx->size)) {
@@ -471,18 +469,8 @@ static ucs_status_t sppln_am_cb(void *arg, const void *header,
         return UCS_OK;
     }
 
-    rparam.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-                          UCP_OP_ATTR_FIELD_USER_DATA;
-    rparam.cb.recv_am   = sppln_am_recv_done;
-    rparam.user_data    = rx;
-    req = ucp_am_recv_data_nbx(rx->ucp->worker, data, rx->buf, length,
-                               &rparam);
-    if (UCS_PTR_IS_ERR(req)) {
-        ++rx->errors;
-        ++rx->received;
-    } else if (req == NULL) {
-        sppln_am_recv_done(NULL, UCS_OK, length, rx);
-    }
+    th_ucp_am_recv_data(rx->ucp, data, rx->buf, length, sppln_am_recv_done,
+                        rx);
     return UCS_OK;
 }
 

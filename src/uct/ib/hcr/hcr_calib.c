@@ -35,8 +35,9 @@
 #define UCT_HCR_CALIB_TIMEOUT      5.0 /* seconds, for one completion */
 
 static const size_t uct_hcr_calib_reg_sizes[] = {
-    /* up to 4 MiB: with the loopback buffer, within the 8 MiB an
-     * unprivileged process may pin by default */
+    /* up to 4 MiB: registered twice with relaxed ordering, within the 8 MiB
+     * an unprivileged process may pin by default (the loopback buffer is
+     * registered only after these) */
     4 * UCS_KBYTE, 64 * UCS_KBYTE, 512 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE
 };
 
@@ -190,12 +191,48 @@ static ucs_status_t uct_hcr_calib_reg_once(uct_ib_md_t *md,
 }
 
 /*
- * Registration and deregistration on resident and on never-touched pages,
- * and what the first transfer from never-touched pages costs more than one
- * from resident pages (the sizes the loopback buffer can take).
+ * UCT_HCR_CALIB_REG_REPS registrations of size bytes: of the resident
+ * buffer, or of a fresh mapping each time (pages nobody touched: the
+ * registration, or the transfer, faults them in). With loop, each also
+ * times a transfer (uct_hcr_calib_reg_once()).
  */
+static ucs_status_t uct_hcr_calib_reg_reps(uct_ib_md_t *md,
+                                           uct_hcr_calib_loop_t *loop,
+                                           void *resident, size_t size,
+                                           ucs_calib_pages_t pages,
+                                           double *reg, double *xfer,
+                                           double *dereg)
+{
+    ucs_status_t status;
+    unsigned r;
+    void *buf;
+
+    for (r = 0; r < UCT_HCR_CALIB_REG_REPS; ++r) {
+        buf = resident;
+        if (pages == UCS_CALIB_PAGES_NONRESIDENT) {
+            buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (buf == MAP_FAILED) {
+                ucs_error("hcr calib: failed to map %zu bytes: %m", size);
+                return UCS_ERR_NO_MEMORY;
+            }
+        }
+
+        status = uct_hcr_calib_reg_once(md, loop, buf, size, &reg[r],
+                                        (xfer != NULL) ? &xfer[r] : NULL,
+                                        &dereg[r]);
+        if (buf != resident) {
+            munmap(buf, size);
+        }
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    return UCS_OK;
+}
+
+/* Registration and deregistration on resident and on never-touched pages */
 static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
-                                              uct_hcr_calib_loop_t *loop,
                                               ucs_calib_model_t *model)
 {
     unsigned num_sizes = ucs_static_array_size(uct_hcr_calib_reg_sizes);
@@ -203,16 +240,11 @@ static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
     double x[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
     double y_reg[UCS_CALIB_PAGES_LAST][ucs_static_array_size(
             uct_hcr_calib_reg_sizes)];
-    double y_xfer[UCS_CALIB_PAGES_LAST][ucs_static_array_size(
-            uct_hcr_calib_reg_sizes)];
     double y_dereg[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
     double reg[UCT_HCR_CALIB_REG_REPS], dereg[UCT_HCR_CALIB_REG_REPS];
-    double xfer[UCT_HCR_CALIB_REG_REPS];
     ucs_status_t status = UCS_OK;
-    unsigned i, r, pages, num_xfer = 0;
-    void *resident, *buf;
-    int with_xfer;
-    size_t size;
+    unsigned i, pages;
+    void *resident;
 
     resident = mmap(NULL, max_size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -223,47 +255,18 @@ static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
     memset(resident, 0, max_size);
 
     for (i = 0; i < num_sizes; ++i) {
-        size      = uct_hcr_calib_reg_sizes[i];
-        x[i]      = size;
-        with_xfer = (size <= (loop->buf_size / 2));
-        num_xfer += with_xfer;
+        x[i] = uct_hcr_calib_reg_sizes[i];
         for (pages = 0; pages < UCS_CALIB_PAGES_LAST; ++pages) {
-            for (r = 0; r < UCT_HCR_CALIB_REG_REPS; ++r) {
-                if (pages == UCS_CALIB_PAGES_RESIDENT) {
-                    buf = resident;
-                } else {
-                    /* pages nobody touched: registration, or the transfer,
-                     * faults them in */
-                    buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                    if (buf == MAP_FAILED) {
-                        ucs_error("hcr calib: failed to map %zu bytes: %m",
-                                  size);
-                        status = UCS_ERR_NO_MEMORY;
-                        goto out;
-                    }
-                }
-
-                status = uct_hcr_calib_reg_once(md, loop, buf, size, &reg[r],
-                                                with_xfer ? &xfer[r] : NULL,
-                                                &dereg[r]);
-                if (buf != resident) {
-                    munmap(buf, size);
-                }
-                if (status != UCS_OK) {
-                    goto out;
-                }
+            status = uct_hcr_calib_reg_reps(md, NULL, resident,
+                                            uct_hcr_calib_reg_sizes[i], pages,
+                                            reg, NULL, dereg);
+            if (status != UCS_OK) {
+                goto out;
             }
 
-            y_reg[pages][i] = ucs_calib_median(reg,
-                                                   UCT_HCR_CALIB_REG_REPS);
-            if (with_xfer) {
-                y_xfer[pages][i] = ucs_calib_median(
-                        xfer, UCT_HCR_CALIB_REG_REPS);
-            }
+            y_reg[pages][i] = ucs_calib_median(reg, UCT_HCR_CALIB_REG_REPS);
             if (pages == UCS_CALIB_PAGES_RESIDENT) {
-                y_dereg[i] = ucs_calib_median(dereg,
-                                                  UCT_HCR_CALIB_REG_REPS);
+                y_dereg[i] = ucs_calib_median(dereg, UCT_HCR_CALIB_REG_REPS);
             }
         }
     }
@@ -273,13 +276,58 @@ static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
     }
     model->dereg = ucs_calib_fit(x, y_dereg, num_sizes);
 
-    /* the sizes are ascending: the first num_xfer ones have a transfer */
-    for (i = 0; i < num_xfer; ++i) {
-        y_xfer[UCS_CALIB_PAGES_NONRESIDENT][i] -=
-                y_xfer[UCS_CALIB_PAGES_RESIDENT][i];
+out:
+    munmap(resident, max_size);
+    return status;
+}
+
+/*
+ * What the first transfer from registered, never-touched pages costs more
+ * than one from resident pages, at the registration sizes the loopback
+ * buffer can take. A pass of its own after the registrations, so that the
+ * loopback buffer is never pinned together with their largest size.
+ */
+static ucs_status_t uct_hcr_calib_measure_xfer(uct_ib_md_t *md,
+                                               uct_hcr_calib_loop_t *loop,
+                                               ucs_calib_model_t *model)
+{
+    size_t max_size = loop->buf_size / 2;
+    double x[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
+    double y[ucs_static_array_size(uct_hcr_calib_reg_sizes)];
+    double reg[UCT_HCR_CALIB_REG_REPS], dereg[UCT_HCR_CALIB_REG_REPS];
+    double xfer[UCT_HCR_CALIB_REG_REPS];
+    ucs_status_t status = UCS_OK;
+    unsigned i, n = 0, pages;
+    double t[UCS_CALIB_PAGES_LAST];
+    void *resident;
+    size_t size;
+
+    resident = mmap(NULL, max_size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (resident == MAP_FAILED) {
+        ucs_error("hcr calib: failed to map %zu bytes: %m", max_size);
+        return UCS_ERR_NO_MEMORY;
     }
-    model->xfer_fault = ucs_calib_fit(x, y_xfer[UCS_CALIB_PAGES_NONRESIDENT],
-                                      num_xfer);
+    memset(resident, 0, max_size);
+
+    for (i = 0; i < ucs_static_array_size(uct_hcr_calib_reg_sizes); ++i) {
+        size = uct_hcr_calib_reg_sizes[i];
+        if (size > max_size) {
+            continue;
+        }
+        for (pages = 0; pages < UCS_CALIB_PAGES_LAST; ++pages) {
+            status = uct_hcr_calib_reg_reps(md, loop, resident, size, pages,
+                                            reg, xfer, dereg);
+            if (status != UCS_OK) {
+                goto out;
+            }
+            t[pages] = ucs_calib_median(xfer, UCT_HCR_CALIB_REG_REPS);
+        }
+        x[n]   = size;
+        y[n++] = t[UCS_CALIB_PAGES_NONRESIDENT] - t[UCS_CALIB_PAGES_RESIDENT];
+    }
+
+    model->xfer_fault = ucs_calib_fit(x, y, n);
 
 out:
     munmap(resident, max_size);
@@ -520,12 +568,17 @@ static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
     uct_hcr_calib_loop_t loop;
     ucs_status_t status;
 
+    status = uct_hcr_calib_measure_reg(md, model);
+    if (status != UCS_OK) {
+        return status;
+    }
+
     status = uct_hcr_calib_loop_open(md, &loop);
     if (status != UCS_OK) {
         return status;
     }
 
-    status = uct_hcr_calib_measure_reg(md, &loop, model);
+    status = uct_hcr_calib_measure_xfer(md, &loop, model);
     if (status == UCS_OK) {
         status = uct_hcr_calib_measure_net(&loop, model);
     }

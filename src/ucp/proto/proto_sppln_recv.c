@@ -190,7 +190,7 @@ out:
  * the transfer started. memcpy would take a page fault per page, 10-12 us
  * each on these virtual machines (the hypervisor backs a page on its first
  * use); the kernel faults pages in without a trap per page when it writes
- * them itself, as it does for a zero-copy receive: 1-2 us a page here.
+ * them itself, as it does for a zero-copy receive: under 1 us a page here.
  * Returns 1 when the sub-block is copied, 0 when the caller copies it.
  */
 static int ucp_sppln_recv_copy_fresh(ucp_sppln_xfer_t *xfer, size_t offset,
@@ -200,6 +200,7 @@ static int ucp_sppln_recv_copy_fresh(ucp_sppln_xfer_t *xfer, size_t offset,
     size_t page            = ucs_get_page_size();
     struct iovec local, remote;
     uintptr_t start, end;
+    ssize_t ret;
     void *dst;
     int err;
 
@@ -210,12 +211,13 @@ static int ucp_sppln_recv_copy_fresh(ucp_sppln_xfer_t *xfer, size_t offset,
         local.iov_len   = length;
         remote.iov_base = dst;
         remote.iov_len  = length;
-        if (process_vm_writev(getpid(), &local, 1, &remote, 1, 0) ==
-            (ssize_t)length) {
+        ret = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+        if (ret == (ssize_t)length) {
             ++sw->stats.fresh[UCP_SPPLN_FRESH_KCOPY];
             return 1;
         }
-        err = errno;
+        /* a short copy stopped at a page it could not fault in */
+        err = (ret < 0) ? errno : EFAULT;
         ucs_debug("rndv/sppln req %p: process_vm_writev(%p, %zu) failed: %s",
                   xfer->req, dst, length, strerror(err));
         if ((err != EPERM) && (err != ENOSYS)) {

@@ -190,6 +190,20 @@ static ucs_status_t uct_hcr_calib_reg_once(uct_ib_md_t *md,
     return status;
 }
 
+/* A buffer whose pages are all resident, or NULL */
+static void *uct_hcr_calib_map_resident(size_t size)
+{
+    void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (buf == MAP_FAILED) {
+        ucs_error("hcr calib: failed to map %zu bytes: %m", size);
+        return NULL;
+    }
+    memset(buf, 0, size);
+    return buf;
+}
+
 /*
  * UCT_HCR_CALIB_REG_REPS registrations of size bytes: of the resident
  * buffer, or of a fresh mapping each time (pages nobody touched: the
@@ -246,13 +260,10 @@ static ucs_status_t uct_hcr_calib_measure_reg(uct_ib_md_t *md,
     unsigned i, pages;
     void *resident;
 
-    resident = mmap(NULL, max_size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (resident == MAP_FAILED) {
-        ucs_error("hcr calib: failed to map %zu bytes: %m", max_size);
+    resident = uct_hcr_calib_map_resident(max_size);
+    if (resident == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    memset(resident, 0, max_size);
 
     for (i = 0; i < num_sizes; ++i) {
         x[i] = uct_hcr_calib_reg_sizes[i];
@@ -302,13 +313,10 @@ static ucs_status_t uct_hcr_calib_measure_xfer(uct_ib_md_t *md,
     void *resident;
     size_t size;
 
-    resident = mmap(NULL, max_size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (resident == MAP_FAILED) {
-        ucs_error("hcr calib: failed to map %zu bytes: %m", max_size);
+    resident = uct_hcr_calib_map_resident(max_size);
+    if (resident == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
-    memset(resident, 0, max_size);
 
     for (i = 0; i < ucs_static_array_size(uct_hcr_calib_reg_sizes); ++i) {
         size = uct_hcr_calib_reg_sizes[i];

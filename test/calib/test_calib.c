@@ -480,9 +480,13 @@ TH_TEST(calib, hcr_publishes_measured_costs)
     TH_ASSERT_EQ(source, UCS_CALIB_SOURCE_MEASURED);
     TH_ASSERT_DBL(model.net_bw, >, 0.0);
     TH_ASSERT_GT(model.num_copy, 1);
-    /* softverbs registers without touching the pages: the first transfer
-     * faults them in (about 1.5 us a page here), and the model says so */
-    TH_ASSERT_DBL(model.xfer_fault.m, >, 0.0);
+    /* softverbs registers without touching the pages, so the first
+     * transfer pays their faults; what that costs depends on the host (1.5
+     * to 3.5 us a page on one VM, nothing measurable on another, which maps
+     * the zero page on a first read): calib.crossover_counts_transfer_faults
+     * checks what the term does, here it is only shown */
+    th_log("xfer_fault %.3f us + %.3f ns/KiB", model.xfer_fault.c * 1e6,
+           model.xfer_fault.m * 1e12);
 
     /* the md reports it instead of UCX_IB_MEM_REG_OVERHEAD's 16 us */
     cost = ucs_linear_func_add(model.reg[UCS_CALIB_PAGES_RESIDENT],

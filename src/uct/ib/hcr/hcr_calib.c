@@ -333,6 +333,10 @@ static ucs_status_t uct_hcr_calib_measure_xfer(uct_ib_md_t *md,
         }
         x[n]   = size;
         y[n++] = t[UCS_CALIB_PAGES_NONRESIDENT] - t[UCS_CALIB_PAGES_RESIDENT];
+        ucs_trace("hcr calib: first transfer of %zu bytes %.3f us, from "
+                  "resident pages %.3f us", size,
+                  t[UCS_CALIB_PAGES_NONRESIDENT] * 1e6,
+                  t[UCS_CALIB_PAGES_RESIDENT] * 1e6);
     }
 
     model->xfer_fault = ucs_calib_fit(x, y, n);

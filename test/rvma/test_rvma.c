@@ -6,11 +6,12 @@
  * threshold) with the target's memory checked untouched, four initiators
  * into one window, an initiator killed mid-epoch, and a target sleeping in
  * ucp_rvma_win_wait(), the fast path (a small leased ring that wraps many
- * times, errors through its acks), and acks riding in the puts of a
+ * times, errors through its acks), puts too large to copy that the target
+ * reads from the initiator's buffer, and acks riding in the puts of a
  * ping-pong. Every test runs on hcr (UCX_TLS=hcr on softverbs) and on tcp
- * (the generic path), side by side; the two fast path tests run on hcr once
- * more with the records taken only at their completion, not found by polling
- * the ring (UCX_HCR_RVMA_RING_POLL=n).
+ * (the generic path), side by side; the three fast path tests run on hcr
+ * once more with the records taken only at their completion, not found by
+ * polling the ring (UCX_HCR_RVMA_RING_POLL=n).
  *
  * Rank 0 is the target; the others are initiators. Ranks step through a test
  * with out-of-band messages; the target progresses its worker while it waits
@@ -915,6 +916,148 @@ static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
+/* ---- the fast path reads what is too large to copy ---------------------- */
+
+#define RVMA_READ_PUTS    48
+#define RVMA_READ_STRIDE  (64 * 1024)
+#define RVMA_READ_SEQ     16     /* puts waited for one by one first */
+#define RVMA_READ_WINDOW  32     /* more in flight than a lease's read slots */
+#define RVMA_READ_FAST    1024   /* UCX_HCR_RVMA_FAST_MAX */
+
+/* 1 KiB + 1 .. 64 KiB: all read, most in several reads of 16 KiB */
+static size_t rvma_read_length(size_t i)
+{
+    return RVMA_READ_FAST + 1 +
+           ((i * 7919) % (RVMA_READ_STRIDE - RVMA_READ_FAST));
+}
+
+/* Puts larger than FAST_MAX: on hcr, records that name the initiator's
+ * buffer, which the target reads from in several reads each (UCX_HCR_MAX_
+ * GET_ZCOPY=16k), with the records behind a read waiting for it. The
+ * initiator overwrites each buffer as soon as its put completes, so that a
+ * read after the ack would show; more puts in flight than read slots send
+ * the rest by active message; the errors come back through the acks. */
+static void rvma_read_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg           = varg;
+    size_t size               = RVMA_READ_PUTS * RVMA_READ_STRIDE;
+    ucp_request_param_t param = {0};
+    void *reqs[RVMA_READ_WINDOW] = {NULL};
+    ucp_ep_h eps[2]           = {NULL};
+    void *comp = NULL, *comp2 = NULL, *comp3 = NULL;
+    uint64_t length, length2, length3, before, after, sum = 0;
+    uint8_t *buf, *buf2, *buf3, *data;
+    ucp_rvma_win_h win, win2, win3;
+    size_t i, j, k;
+    th_ucp_t ucp;
+    int fast;
+
+    rvma_env(arg);
+    setenv("UCX_HCR_RVMA_FAST_MAX", "1024", 1); /* RVMA_READ_FAST */
+    setenv("UCX_HCR_MAX_GET_ZCOPY", "16k", 1);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    for (i = 0; i < RVMA_READ_PUTS; ++i) {
+        sum += rvma_read_length(i);
+    }
+
+    if (rank == 0) {
+        buf  = rvma_alloc(size);
+        buf2 = rvma_alloc(RVMA_SMALL);
+        buf3 = rvma_alloc(RVMA_SMALL);
+        win  = rvma_win(&ucp, RVMA_VADDR, sum, UCP_RVMA_THRESHOLD_BYTES, 0,
+                        0);
+        win2 = rvma_win(&ucp, RVMA_VADDR + 1, RVMA_SMALL,
+                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        win3 = rvma_win(&ucp, RVMA_VADDR + 3, RVMA_SMALL,
+                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
+                                                  &length));
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win2, buf2, RVMA_SMALL,
+                                                  &comp2, &length2));
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win3, buf3, RVMA_SMALL,
+                                                  &comp3, &length3));
+        TH_ASSERT_UCS_OK(ucp_rvma_win_close(win2));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, sum);
+        for (i = 0; i < RVMA_READ_PUTS; ++i) {
+            TH_CHECK_PATTERN(buf + i * RVMA_READ_STRIDE, rvma_read_length(i),
+                             i * RVMA_READ_STRIDE);
+            rvma_check_untouched(buf, i * RVMA_READ_STRIDE +
+                                      rvma_read_length(i),
+                                 (i + 1) * RVMA_READ_STRIDE);
+        }
+        TH_ASSERT(comp2 == NULL);
+        TH_ASSERT(comp3 == NULL);
+        rvma_check_untouched(buf2, 0, RVMA_SMALL);
+        rvma_check_untouched(buf3, 0, RVMA_SMALL);
+        ucp_rvma_win_destroy(win);
+        ucp_rvma_win_destroy(win2);
+        ucp_rvma_win_destroy(win3);
+        free(buf);
+        free(buf2);
+        free(buf3);
+    } else {
+        data = malloc(size);
+        TH_ASSERT(data != NULL);
+        for (i = 0; i < RVMA_READ_PUTS; ++i) {
+            th_fill_pattern(data + i * RVMA_READ_STRIDE, rvma_read_length(i),
+                            i * RVMA_READ_STRIDE);
+        }
+        rvma_sync_recv(&ucp, oob, 0);
+
+        /* one at a time, each buffer overwritten once its put completed */
+        for (i = 0; i < RVMA_READ_SEQ; ++i) {
+            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, i * RVMA_READ_STRIDE,
+                                      data + i * RVMA_READ_STRIDE,
+                                      rvma_read_length(i)));
+            memset(data + i * RVMA_READ_STRIDE, 0xff, rvma_read_length(i));
+        }
+        before = rvma_fast_puts(ucp.ep, &fast);
+        if (!strcmp(arg->tls, "hcr")) {
+            TH_ASSERT_OP_(before, >=, RVMA_READ_SEQ - 2);
+        } else {
+            TH_ASSERT_EQ(before, 0);
+        }
+
+        /* the rest in reverse order, many in flight */
+        for (k = RVMA_READ_SEQ; k < RVMA_READ_PUTS; ++k) {
+            i = RVMA_READ_PUTS - 1 - (k - RVMA_READ_SEQ);
+            j = k % RVMA_READ_WINDOW;
+            if (reqs[j] != NULL) {
+                TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
+            }
+            reqs[j] = ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR,
+                                       i * RVMA_READ_STRIDE,
+                                       data + i * RVMA_READ_STRIDE,
+                                       rvma_read_length(i), &param);
+            TH_ASSERT(!UCS_PTR_IS_ERR(reqs[j]));
+        }
+        for (j = 0; j < RVMA_READ_WINDOW; ++j) {
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
+        }
+        before = rvma_fast_puts(ucp.ep, &fast);
+
+        /* the target's verdicts on read records come back through the acks,
+         * and it reads nothing for them */
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 2, 0, data, 2048),
+                     UCS_ERR_NO_ELEM);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 1, 0, data, 2048),
+                     UCS_ERR_CANCELED);
+        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 3, RVMA_SMALL - 1024, data,
+                              2048),
+                     UCS_ERR_MESSAGE_TRUNCATED);
+        after = rvma_fast_puts(ucp.ep, &fast);
+        TH_ASSERT_EQ(after - before, strcmp(arg->tls, "hcr") ? 0 : 3);
+        free(data);
+        rvma_sync_send(oob, 0);
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
 /* ---- acks ride on the puts going back ----------------------------------- */
 
 #define RVMA_PP_ITERS     200
@@ -1080,6 +1223,7 @@ RVMA_TEST(four_initiators, rvma_many_rank, 5)
 RVMA_TEST(wait_wakeup, rvma_wait_rank, 2)
 RVMA_TEST(fast_path, rvma_fast_rank, 2)
 RVMA_TEST(ack_in_reply, rvma_pp_rank, 2)
+RVMA_TEST(read_path, rvma_read_rank, 2)
 
 /* the fast path taking its records only at their completion */
 TH_TEST(rvma, fast_path_no_ring_poll_hcr)
@@ -1090,6 +1234,11 @@ TH_TEST(rvma, fast_path_no_ring_poll_hcr)
 TH_TEST(rvma, ack_in_reply_no_ring_poll_hcr)
 {
     rvma_run(rvma_pp_rank, "hcr", 2, 0);
+}
+
+TH_TEST(rvma, read_path_no_ring_poll_hcr)
+{
+    rvma_run(rvma_read_rank, "hcr", 2, 0);
 }
 
 static void rvma_killed(const char *tls)

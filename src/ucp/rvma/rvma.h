@@ -17,7 +17,9 @@
  *                   (eager copy or rendezvous fetch), the reply;
  *  - rvma_put.c     the initiator: ucp_rvma_put_nbx() and its request;
  *  - rvma_fast.c    the fast path on lanes with put-with-notify (hcr): ring
- *                   leases, one write-with-immediate per put, batched acks.
+ *                   leases, one write-with-immediate per put, batched acks;
+ *  - rvma_read.c    fast path puts too large to copy: the target reads the
+ *                   data from the initiator's buffer into the posted one.
  *
  * Wire protocol: a put is one UCP active message (id UCX_HCR_RVMA_AM_ID)
  * whose user header is ucp_rvma_put_hdr_t and whose data is the put's data
@@ -36,7 +38,10 @@
  * into that ring. The target finds the record by polling the ring for the
  * trailer, or by the write's completion, and acknowledges the records in
  * batches: in the header of its own next fast put to the initiator, or else
- * by an ack message (ucp_rvma_ack_hdr_t) one progress round later.
+ * by an ack message (ucp_rvma_ack_hdr_t) one progress round later. A put of
+ * up to UCX_HCR_RVMA_READ_MAX bytes that is too large to copy is a record
+ * naming the initiator's buffer instead (UCP_RVMA_REC_LENGTH_READ,
+ * ucp_rvma_read_body_t), which the target reads from (rvma_read.c).
  */
 
 #include <ucp/api/ucpx_rvma.h>
@@ -68,6 +73,7 @@ enum {
 #define UCP_RVMA_RING_MAX_SIZE   (UCP_RVMA_RING_ALIGN * \
                                   UCS_BIT(UCP_RVMA_RING_POS_BITS))
 #define UCP_RVMA_LEASE_INFLIGHT  1024  /* unacknowledged records, power of 2 */
+#define UCP_RVMA_LEASE_READS     16    /* unacknowledged read records */
 #define UCP_RVMA_ACK_MAX_ERR     16
 #define UCP_RVMA_CTL_MAX         256   /* largest control message */
 
@@ -92,6 +98,11 @@ typedef struct ucp_rvma_reply_hdr {
 /* ucp_rvma_rec_hdr_t flags */
 #define UCP_RVMA_REC_FLAG_ACK    UCS_BIT(0) /* ack_cons and ack_seq are valid */
 
+/* In ucp_rvma_rec_hdr_t::length: the record holds no data but where to read
+ * it from (ucp_rvma_read_body_t), and the other bits are that body's size.
+ * Records that hold data are far smaller than 2^31 bytes. */
+#define UCP_RVMA_REC_LENGTH_READ UCS_BIT(31)
+
 
 /* A put in a ring (fast path): this header, then the data, then padding to
  * the next multiple of UCP_RVMA_RING_ALIGN whose last 8 bytes are the
@@ -109,6 +120,14 @@ typedef struct ucp_rvma_rec_hdr {
     uint32_t ack_seq;  /* reverse ring: records handled */
     uint32_t flags;    /* UCP_RVMA_REC_FLAG_xx */
 } UCS_S_PACKED ucp_rvma_rec_hdr_t;
+
+
+/* The body of a read record: the put's data at the initiator; its packed
+ * remote key follows */
+typedef struct ucp_rvma_read_body {
+    uint64_t address;
+    uint64_t length;
+} UCS_S_PACKED ucp_rvma_read_body_t;
 
 
 /* Initiator -> target: lease me a ring */
@@ -170,6 +189,7 @@ typedef struct ucp_rvma_retained {
 
 
 typedef struct ucp_rvma_worker ucp_rvma_worker_t;
+typedef struct ucp_rvma_ring ucp_rvma_ring_t;
 
 
 struct ucp_rvma_win {
@@ -195,7 +215,6 @@ KHASH_MAP_INIT_INT64(ucp_rvma_win, ucp_rvma_win_h);
 typedef struct ucp_rvma_lease ucp_rvma_lease_t;
 KHASH_MAP_INIT_INT64(ucp_rvma_lease, ucp_rvma_lease_t*);
 
-typedef struct ucp_rvma_ring ucp_rvma_ring_t;
 
 
 /* Per-worker RVMA state (worker->rvma) */
@@ -205,6 +224,7 @@ struct ucp_rvma_worker {
     int                fast;      /* UCX_HCR_RVMA_FAST */
     size_t             ring_size; /* UCX_HCR_RVMA_RING_SIZE */
     size_t             fast_max;  /* UCX_HCR_RVMA_FAST_MAX */
+    size_t             read_max;  /* UCX_HCR_RVMA_READ_MAX */
     khash_t(ucp_rvma_win) wins;   /* open and closed windows by vaddr */
     khash_t(ucp_rvma_lease) leases; /* initiator: by endpoint */
     ucp_rvma_ring_t    *rings[UCP_RVMA_MAX_RINGS]; /* target: by ring id */
@@ -220,6 +240,28 @@ struct ucp_rvma_worker {
                                      wire-up (rvma_put.c) */
     uct_worker_cb_id_t deferred_cb_id;
 };
+
+
+/* Target: a fast path put being read from the initiator's buffer into the
+ * posted one (rvma_read.c), in reads of chunk bytes (the last one less) */
+typedef struct ucp_rvma_read {
+    uct_completion_t  comp;      /* the reads in flight, and one more until
+                                    all are issued */
+    ucp_rvma_worker_t *rw;
+    ucp_rvma_ring_t   *ring;     /* told when it is done; NULL once gone */
+    uct_ep_h          uct_ep;
+    uct_md_h          md;
+    uct_component_h   component;
+    ucp_rvma_win_h    win;
+    ucp_rvma_buf_t    *buf;
+    void              *dst;
+    uint64_t          src;
+    size_t            length;
+    size_t            issued;    /* bytes of reads issued */
+    size_t            chunk;
+    uct_mem_h         memh;      /* of dst */
+    uct_rkey_bundle_t rkey;      /* of src */
+} ucp_rvma_read_t;
 
 
 /* State of one message in flight: what must outlive the call that sent or
@@ -243,6 +285,7 @@ typedef union ucp_rvma_msg {
         uint64_t           req_id;
         size_t             length;
     } fetch;                      /* target: a rendezvous put being fetched */
+    ucp_rvma_read_t        read;  /* target: a fast path put being read */
 } ucp_rvma_msg_t;
 
 
@@ -276,6 +319,11 @@ void ucp_rvma_win_placed(ucp_rvma_win_h win, ucp_rvma_buf_t *buf,
 void ucp_rvma_win_free(ucp_rvma_win_h win);
 
 /* rvma_target.c */
+ucs_status_t ucp_rvma_target_accept(ucp_rvma_worker_t *rw, uint64_t vaddr,
+                                    uint64_t offset, size_t length,
+                                    ucp_rvma_win_h *win_p,
+                                    ucp_rvma_buf_t **buf_p);
+
 ucs_status_t ucp_rvma_target_place(ucp_rvma_worker_t *rw, uint64_t vaddr,
                                    uint64_t offset, const void *data,
                                    size_t length);
@@ -307,5 +355,17 @@ ucs_status_t ucp_rvma_fast_init(ucp_rvma_worker_t *rw);
 void ucp_rvma_fast_cleanup(ucp_rvma_worker_t *rw);
 
 void ucp_rvma_ep_cleanup(ucp_ep_h ep);
+
+void ucp_rvma_ring_read_done(ucp_rvma_ring_t *ring, ucs_status_t status);
+
+/* rvma_read.c */
+ucs_status_t ucp_rvma_read_pack(uct_md_h md, const void *buffer,
+                                size_t length, void *body, uct_mem_h *memh_p);
+
+ucs_status_t ucp_rvma_read_start(ucp_rvma_worker_t *rw, ucp_rvma_ring_t *ring,
+                                 ucp_ep_h ep, const ucp_rvma_rec_hdr_t *rec,
+                                 size_t body_length, ucp_rvma_read_t **read_p);
+
+ucs_status_t ucp_rvma_read_progress(ucp_rvma_read_t *read);
 
 #endif

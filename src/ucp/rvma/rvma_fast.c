@@ -63,10 +63,15 @@
  * record that does not fit before the end of the ring starts again at 0, and
  * the target, seeing a position behind its own, knows the rest was skipped.
  *
+ * A put larger than UCX_HCR_RVMA_FAST_MAX, and of up to
+ * UCX_HCR_RVMA_READ_MAX bytes, is a record that names the initiator's
+ * buffer instead of holding the data, and the target reads the data from
+ * there (rvma_read.c).
+ *
  * Whatever the fast path cannot take (no lease yet, a ring or the window of
- * unacknowledged records full, larger than UCX_HCR_RVMA_FAST_MAX, transport
- * resources busy) takes the active message path. The two paths need no
- * order between them: RVMA counts puts in any order.
+ * unacknowledged records full, larger than both limits, a buffer that cannot
+ * be registered, transport resources busy) takes the active message path.
+ * The two paths need no order between them: RVMA counts puts in any order.
  */
 
 
@@ -75,6 +80,14 @@ typedef enum {
     UCP_RVMA_LEASE_READY,
     UCP_RVMA_LEASE_REFUSED  /* no fast path on this endpoint */
 } ucp_rvma_lease_state_t;
+
+
+/* Initiator: the registration of a read record's buffer, kept until the
+ * target acknowledges the record */
+typedef struct ucp_rvma_lease_read {
+    uint32_t  seq;
+    uct_mem_h memh;
+} ucp_rvma_lease_read_t;
 
 
 /* Initiator: a ring leased from the target of one endpoint */
@@ -94,6 +107,12 @@ struct ucp_rvma_lease {
     uint32_t               seq;       /* records written */
     uint32_t               acked_seq; /* records acknowledged */
     uint64_t               puts;      /* sent by the fast path */
+    size_t                 read_min;  /* puts read by the target: from */
+    size_t                 read_max;  /* this size to this; 0: none */
+    size_t                 rkey_size; /* packed, in a read record */
+    ucp_rvma_lease_read_t  reads[UCP_RVMA_LEASE_READS];
+    unsigned               reads_head;
+    unsigned               reads_tail;
     ucp_rvma_ring_t        *ring;     /* the target leased us this one: its
                                          acks ride on our records */
     uint64_t               req_id[UCP_RVMA_LEASE_INFLIGHT];
@@ -150,6 +169,10 @@ struct ucp_rvma_ring {
     uint64_t             ack_carried;    /* acks carried by our records */
     uint64_t             taken_polled;   /* records found by polling */
     uint64_t             taken_notified; /* records taken at completion */
+    ucp_rvma_read_t      *read;          /* the record being read, which
+                                            the records behind wait for */
+    size_t               read_pos;       /* its place in the ring */
+    size_t               read_rec_size;
     ucp_rvma_ack_state_t ack_owed;       /* not NONE: in rw->ack_list */
     ucs_list_link_t      list;
 };
@@ -229,6 +252,10 @@ static void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring)
     }
     if (ring->lease != NULL) {
         ring->lease->ring = NULL;
+    }
+    if (ring->read != NULL) {
+        /* its completion, which destroying the endpoint brings, frees it */
+        ring->read->ring = NULL;
     }
     uct_md_mem_dereg(ring->md, ring->memh);
     ucs_free(ring->base);
@@ -515,7 +542,7 @@ ucp_rvma_ring_landed(const ucp_rvma_ring_t *ring, size_t pos,
         return NULL;
     }
 
-    rec_size = ucp_rvma_rec_size(ls.length);
+    rec_size = ucp_rvma_rec_size(ls.length & ~UCP_RVMA_REC_LENGTH_READ);
     if ((pos + rec_size) > ring->size) {
         return NULL;
     }
@@ -531,29 +558,14 @@ ucp_rvma_ring_landed(const ucp_rvma_ring_t *ring, size_t pos,
     return rec;
 }
 
-/* Take the next record, which landed whole at pos with length bytes of
- * data: place it, note its verdict for the ack, and take the ack of our own
- * puts it may carry */
-static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
-                               const ucp_rvma_rec_hdr_t *rec, uint32_t length)
+/* The record at pos, rec_size bytes of the ring, has its verdict: give its
+ * space back and note the verdict for the ack */
+static void ucp_rvma_ring_taken(ucp_rvma_ring_t *ring, size_t pos,
+                                size_t rec_size, ucs_status_t status)
 {
     ucp_rvma_worker_t *rw = ring->rw;
-    size_t rec_size       = ucp_rvma_rec_size(length);
-    int has_ack           = rec->flags & UCP_RVMA_REC_FLAG_ACK;
-    uint64_t ack_cons     = rec->ack_cons;
-    uint32_t ack_seq      = rec->ack_seq;
-    ucp_rvma_lease_t *lease;
-    ucs_status_t status;
-    size_t cons_pos;
 
-    /* a position behind ours: the initiator skipped the end of the ring */
-    cons_pos    = ring->cons % ring->size;
-    ring->cons += (pos >= cons_pos) ? (pos - cons_pos) :
-                                      (ring->size - cons_pos + pos);
     ring->cons += rec_size;
-
-    status = ucp_rvma_target_place(rw, rec->vaddr, rec->offset, rec + 1,
-                                   length);
     if (rw->ring_poll) {
         /* before any ack gives the space back */
         ucp_rvma_ring_clear(ring, pos, rec_size);
@@ -572,6 +584,51 @@ static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
 
     ++ring->seq;
     ucp_rvma_ring_ack_owed(ring);
+}
+
+void ucp_rvma_ring_read_done(ucp_rvma_ring_t *ring, ucs_status_t status)
+{
+    ring->read = NULL;
+    ucp_rvma_ring_taken(ring, ring->read_pos, ring->read_rec_size, status);
+}
+
+/* Take the next record, which landed whole at pos with length (its header's
+ * length word): place its data or start reading it, and take the ack of our
+ * own puts it may carry */
+static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
+                               const ucp_rvma_rec_hdr_t *rec, uint32_t length)
+{
+    ucp_rvma_worker_t *rw = ring->rw;
+    size_t body_length    = length & ~UCP_RVMA_REC_LENGTH_READ;
+    size_t rec_size       = ucp_rvma_rec_size(body_length);
+    int has_ack           = rec->flags & UCP_RVMA_REC_FLAG_ACK;
+    uint64_t ack_cons     = rec->ack_cons;
+    uint32_t ack_seq      = rec->ack_seq;
+    ucp_rvma_lease_t *lease;
+    ucp_rvma_read_t *read;
+    ucs_status_t status;
+    size_t cons_pos;
+
+    /* a position behind ours: the initiator skipped the end of the ring */
+    cons_pos    = ring->cons % ring->size;
+    ring->cons += (pos >= cons_pos) ? (pos - cons_pos) :
+                                      (ring->size - cons_pos + pos);
+
+    if (length & UCP_RVMA_REC_LENGTH_READ) {
+        status = ucp_rvma_read_start(rw, ring, ring->ep, rec, body_length,
+                                     &read);
+        if (status == UCS_INPROGRESS) {
+            ring->read          = read;
+            ring->read_pos      = pos;
+            ring->read_rec_size = rec_size;
+        } else {
+            ucp_rvma_ring_taken(ring, pos, rec_size, status);
+        }
+    } else {
+        status = ucp_rvma_target_place(rw, rec->vaddr, rec->offset, rec + 1,
+                                       length);
+        ucp_rvma_ring_taken(ring, pos, rec_size, status);
+    }
 
     /* last: completing our requests may close the endpoint, and free the
      * ring with the lease */
@@ -581,8 +638,9 @@ static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
     }
 }
 
-/* Take the records of ring id that have landed whole, in order; at a
- * notification (a write's completion) or not */
+/* Take the records of ring id that have landed whole, in order, up to one
+ * being read; at a notification (a write's completion) or not. Without
+ * UCX_HCR_RVMA_RING_POLL, only the records notified so far. */
 static unsigned ucp_rvma_ring_poll(ucp_rvma_worker_t *rw, unsigned id,
                                    int notified)
 {
@@ -592,7 +650,8 @@ static unsigned ucp_rvma_ring_poll(ucp_rvma_worker_t *rw, unsigned id,
     uint32_t length;
     size_t pos;
 
-    while ((ring = rw->rings[id]) != NULL) {
+    while (((ring = rw->rings[id]) != NULL) && (ring->read == NULL) &&
+           (rw->ring_poll || (ring->seq != ring->notified))) {
         /* where the last record ended, or at 0 after a skip */
         pos = ring->cons % ring->size;
         rec = ucp_rvma_ring_landed(ring, pos, &length);
@@ -618,17 +677,30 @@ static unsigned ucp_rvma_ring_poll(ucp_rvma_worker_t *rw, unsigned id,
     return count;
 }
 
-/* Registered while this worker has rings: finds their records, and sends
- * the acks owed since the last round */
+/* Registered while this worker has rings: finds their records (without
+ * RING_POLL, those notified while a read held the ring), issues the reads
+ * that found no transport resources, and sends the acks owed since the last
+ * round */
 static unsigned ucp_rvma_ring_progress(void *arg)
 {
     ucp_rvma_worker_t *rw = arg;
     unsigned count        = 0;
+    ucp_rvma_ring_t *ring;
+    ucs_status_t status;
     unsigned id;
 
-    if (rw->ring_poll) {
-        for (id = 0; id < rw->rings_end; ++id) {
+    for (id = 0; id < rw->rings_end; ++id) {
+        ring = rw->rings[id];
+        if (ring == NULL) {
+            continue;
+        } else if (ring->read == NULL) {
             count += ucp_rvma_ring_poll(rw, id, 0);
+        } else if (ring->read->issued < ring->read->length) {
+            status = ucp_rvma_read_progress(ring->read);
+            if (status != UCS_INPROGRESS) {
+                ucp_rvma_ring_read_done(ring, status);
+                ++count;
+            }
         }
     }
 
@@ -642,7 +714,6 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     ucp_worker_h worker            = arg;
     ucp_rvma_worker_t *rw          = worker->rvma;
     const uct_put_notify_hdr_t *nh = data;
-    const ucp_rvma_rec_hdr_t *rec;
     ucp_rvma_ring_t *ring;
     unsigned id;
     uint32_t seq;
@@ -658,39 +729,25 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     pos  = (size_t)(nh->notify_data & UCS_MASK(UCP_RVMA_RING_POS_BITS)) *
            UCP_RVMA_RING_ALIGN;
     ring = (id < UCP_RVMA_MAX_RINGS) ? rw->rings[id] : NULL;
-    if ((ring == NULL) || (nh->length < sizeof(*rec)) ||
+    if ((ring == NULL) || (nh->length < sizeof(ucp_rvma_rec_hdr_t)) ||
         ((pos + nh->length) > ring->size)) {
         ucs_debug("worker %p: RVMA notification 0x%x length %u for no ring "
                   "dropped", worker, nh->notify_data, nh->length);
         return UCS_OK;
     }
 
-    if (rw->ring_poll) {
-        /* each record has one notification, in order: this one says that
-         * record number seq, and all before it, landed whole; polling takes
-         * them, unless it did already */
-        seq = ring->notified++;
-        ucp_rvma_ring_poll(rw, id, 1);
-        ring = rw->rings[id];
-        if ((ring != NULL) && !UCS_CIRCULAR_COMPARE32(seq, <, ring->seq)) {
-            ucs_error("worker %p: RVMA ring %u: record %u landed but does "
-                      "not read as one", worker, id, seq);
-            ring->notified = ring->seq; /* the next one names the next */
-        }
-        return UCS_OK;
+    /* each record has one notification, in order: this one says that record
+     * number seq, and all before it, landed whole; take them, unless polling
+     * did already or a read holds the ring */
+    seq = ring->notified++;
+    ucp_rvma_ring_poll(rw, id, 1);
+    ring = rw->rings[id];
+    if ((ring != NULL) && (ring->read == NULL) &&
+        !UCS_CIRCULAR_COMPARE32(seq, <, ring->seq)) {
+        ucs_error("worker %p: RVMA ring %u: record %u landed but does not "
+                  "read as one", worker, id, seq);
+        ring->notified = ring->seq; /* the next one names the next */
     }
-
-    rec = UCS_PTR_BYTE_OFFSET(ring->base, pos);
-    if ((rec->seq != ring->seq) ||
-        (ucp_rvma_rec_size(rec->length) != nh->length)) {
-        ucs_error("worker %p: RVMA ring %u: record %u of %u bytes at %zu is "
-                  "not the expected record %u, dropped", worker, id, rec->seq,
-                  nh->length, pos, ring->seq);
-        return UCS_OK;
-    }
-
-    ++ring->taken_notified;
-    ucp_rvma_ring_take(ring, pos, rec, rec->length);
     return UCS_OK;
 }
 
@@ -713,8 +770,26 @@ ucp_rvma_lease_by_id(ucp_rvma_worker_t *rw, uint64_t ep_id,
     return ((lease != NULL) && (lease->state == state)) ? lease : NULL;
 }
 
+/* Deregister the buffers of the read records the target is done with:
+ * those before record seq */
+static void ucp_rvma_lease_release_reads(ucp_rvma_lease_t *lease,
+                                         uint32_t seq)
+{
+    ucp_rvma_lease_read_t *read;
+
+    while (lease->reads_tail != lease->reads_head) {
+        read = &lease->reads[lease->reads_tail % UCP_RVMA_LEASE_READS];
+        if (!UCS_CIRCULAR_COMPARE32(read->seq, <, seq)) {
+            break;
+        }
+        uct_md_mem_dereg(lease->md, read->memh);
+        ++lease->reads_tail;
+    }
+}
+
 static void ucp_rvma_lease_free(ucp_rvma_lease_t *lease)
 {
+    ucp_rvma_lease_release_reads(lease, lease->seq);
     if (lease->ring != NULL) {
         lease->ring->lease = NULL;
     }
@@ -732,6 +807,7 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
 {
     ucp_context_h context = rw->worker->context;
     uct_ep_h uct_ep       = ucp_ep_get_am_uct_ep(ep);
+    const uct_iface_attr_t *iface_attr;
     ucp_rvma_lease_req_hdr_t req;
     ucp_rvma_lease_t *lease;
     ucp_md_index_t md_index;
@@ -763,6 +839,12 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
     lease->md        = context->tl_mds[md_index].md;
     lease->component =
             context->tl_cmpts[context->tl_mds[md_index].cmpt_index].cmpt;
+    lease->rkey_size = context->tl_mds[md_index].attr.rkey_packed_size;
+    /* the target reads with the same transport, so as this one could */
+    iface_attr       = ucp_ep_get_iface_attr(ep, ep->am_lane);
+    lease->read_min  = ucs_max(rw->fast_max + 1, iface_attr->cap.get.min_zcopy);
+    lease->read_max  = (iface_attr->cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) ?
+                       rw->read_max : 0;
     if (!rw->fast || !uct_iface_is_put_notify_supported(uct_ep->iface) ||
         !(context->tl_mds[md_index].attr.cap.flags & UCT_MD_FLAG_REG)) {
         return;
@@ -909,6 +991,7 @@ static void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     }
     lease->acked_seq = seq;
     lease->tail      = cons;
+    ucp_rvma_lease_release_reads(lease, seq);
 
     for (i = 0; i < count; ++i) {
         ucp_rvma_put_event(rw->worker, req_id[i], status[i], 0);
@@ -951,17 +1034,18 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
                                uint64_t offset, const void *buffer,
                                size_t length)
 {
+    uct_mem_h read_memh = NULL;
+    size_t rec_size, pos, body_length;
     ucp_rvma_lease_t *lease;
     ucp_rvma_ring_t *ring;
     ucp_rvma_rec_hdr_t *rec;
-    size_t rec_size, pos;
     ucs_status_t status;
     uint32_t notify;
     uct_iov_t iov;
     uint64_t head;
+    int read;
 
-    if (!rw->fast || (length > rw->fast_max) ||
-        (ep->flags & UCP_EP_FLAG_FAILED)) {
+    if (!rw->fast || (ep->flags & UCP_EP_FLAG_FAILED)) {
         return UCS_ERR_UNSUPPORTED;
     }
 
@@ -976,7 +1060,20 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         return UCS_ERR_UNSUPPORTED;
     }
 
-    rec_size = ucp_rvma_rec_size(length);
+    /* the data in the record, or where the target reads it from */
+    read = length > rw->fast_max;
+    if (!read) {
+        body_length = length;
+    } else if ((length < lease->read_min) || (length > lease->read_max)) {
+        return UCS_ERR_UNSUPPORTED;
+    } else if ((lease->reads_head - lease->reads_tail) ==
+               UCP_RVMA_LEASE_READS) {
+        return UCS_ERR_NO_RESOURCE;
+    } else {
+        body_length = sizeof(ucp_rvma_read_body_t) + lease->rkey_size;
+    }
+
+    rec_size = ucp_rvma_rec_size(body_length);
     if (rec_size > (lease->size / 2)) {
         return UCS_ERR_UNSUPPORTED;
     }
@@ -994,11 +1091,23 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         return UCS_ERR_NO_RESOURCE;
     }
 
+    rec = UCS_PTR_BYTE_OFFSET(lease->staging, pos);
+    if (read) {
+        status = ucp_rvma_read_pack(lease->md, buffer, length, rec + 1,
+                                    &read_memh);
+        if (status != UCS_OK) {
+            /* e.g. out of locked memory: the active message path copes */
+            return UCS_ERR_UNSUPPORTED;
+        }
+        rec->length = body_length | UCP_RVMA_REC_LENGTH_READ;
+    } else {
+        memcpy(rec + 1, buffer, length);
+        rec->length = length;
+    }
+
     ring        = lease->ring;
-    rec         = UCS_PTR_BYTE_OFFSET(lease->staging, pos);
     rec->vaddr  = vaddr;
     rec->offset = offset;
-    rec->length = length;
     rec->seq    = lease->seq;
     if ((ring != NULL) && ring->ack_in_records && (ring->n_err == 0)) {
         rec->ack_cons = ring->cons;
@@ -1008,9 +1117,8 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         ring          = NULL; /* its failures go by message */
         rec->flags    = 0;
     }
-    memcpy(rec + 1, buffer, length);
     *(uint64_t*)UCS_PTR_BYTE_OFFSET(rec, rec_size - sizeof(uint64_t)) =
-            ucp_rvma_rec_trailer(rec->seq, length);
+            ucp_rvma_rec_trailer(rec->seq, rec->length);
 
     iov.buffer = rec;
     iov.length = rec_size;
@@ -1024,11 +1132,22 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
                                          lease->rkey.rkey,
                                          UCP_AM_ID_RVMA_NOTIFY, notify, NULL);
     if (UCS_STATUS_IS_ERR(status)) {
+        if (read) {
+            uct_md_mem_dereg(lease->md, read_memh);
+        }
         return status;
     }
 
     /* the staging copy is what the network reads: the caller's buffer is
-     * free now, and the ring space comes back with the ack */
+     * free now, unless the target reads it, and the ring space comes back
+     * with the ack */
+    if (read) {
+        lease->reads[lease->reads_head % UCP_RVMA_LEASE_READS].seq  =
+                lease->seq;
+        lease->reads[lease->reads_head % UCP_RVMA_LEASE_READS].memh =
+                read_memh;
+        ++lease->reads_head;
+    }
     lease->req_id[lease->seq % UCP_RVMA_LEASE_INFLIGHT] = req_id;
     ++lease->seq;
     if (ring != NULL) {
@@ -1038,8 +1157,8 @@ ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     ++lease->puts;
     lease->head = head + rec_size;
     ucs_trace_req("ep %p: RVMA put %u of %zu bytes to 0x%" PRIx64 "+%" PRIu64
-                  " in ring %u at %zu", ep, rec->seq, length, vaddr, offset,
-                  lease->ring_id, pos);
+                  " in ring %u at %zu%s", ep, rec->seq, length, vaddr, offset,
+                  lease->ring_id, pos, read ? " (read)" : "");
     return UCS_OK;
 }
 

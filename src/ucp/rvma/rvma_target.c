@@ -21,8 +21,8 @@
  * into that buffer from the receive descriptor, a rendezvous put is fetched
  * by UCP straight into it. Either way the initiator gets one reply with the
  * verdict, sent after the data is placed. The fast path (rvma_fast.c) places
- * its records with ucp_rvma_target_place() too, and acknowledges them in
- * batches instead.
+ * its records with ucp_rvma_target_place() too, or reads them
+ * (rvma_read.c), and acknowledges them in batches instead.
  */
 
 static void ucp_rvma_target_reply(ucp_rvma_worker_t *rw, ucp_ep_h reply_ep,
@@ -102,11 +102,12 @@ ucp_rvma_target_fetch(ucp_rvma_worker_t *rw, ucp_rvma_win_h win,
     return UCS_INPROGRESS;
 }
 
-/* Find the window and reserve the put's place in its current buffer */
-static ucs_status_t ucp_rvma_target_accept(ucp_rvma_worker_t *rw,
-                                           uint64_t vaddr, uint64_t offset,
-                                           size_t length, ucp_rvma_win_h *win_p,
-                                           ucp_rvma_buf_t **buf_p)
+/* Find the window and reserve the put's place in its current buffer;
+ * UCS_ERR_NO_PROGRESS: discarded without telling the initiator */
+ucs_status_t ucp_rvma_target_accept(ucp_rvma_worker_t *rw, uint64_t vaddr,
+                                    uint64_t offset, size_t length,
+                                    ucp_rvma_win_h *win_p,
+                                    ucp_rvma_buf_t **buf_p)
 {
     ucp_rvma_win_h win = ucp_rvma_worker_find_win(rw, vaddr);
     ucs_status_t status;

@@ -28,6 +28,7 @@ typedef struct ucp_rvma_config {
     int      fast;
     size_t   ring_size;
     size_t   fast_max;
+    size_t   read_max;
     int      ring_poll;
 } ucp_rvma_config_t;
 
@@ -53,10 +54,18 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
      ucs_offsetof(ucp_rvma_config_t, ring_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"FAST_MAX", "16k",
-     "Largest put that takes the fast path; larger ones, and any put that\n"
-     "finds the ring full, take the active message path. At most a quarter\n"
+     "Largest put that the fast path copies into the ring. At most a quarter\n"
      "of RING_SIZE.",
      ucs_offsetof(ucp_rvma_config_t, fast_max), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"READ_MAX", "inf",
+     "Largest put that the fast path sends as a record naming the\n"
+     "initiator's buffer (registered through the registration cache), from\n"
+     "which the target reads the data straight into the posted buffer: no\n"
+     "copy on either side. It applies to puts larger than FAST_MAX; with 0,\n"
+     "or where the lane cannot read, they and any put that finds the ring\n"
+     "full take the active message path.",
+     ucs_offsetof(ucp_rvma_config_t, read_max), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"RING_POLL", "y",
      "Find fast path records by polling the rings, as soon as a record's\n"
@@ -151,6 +160,7 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
     rw->fast           = config.fast;
     rw->ring_size      = config.ring_size;
     rw->fast_max       = config.fast_max;
+    rw->read_max       = config.read_max;
     rw->ring_poll      = config.ring_poll;
     rw->deferred_cb_id = UCS_CALLBACKQ_ID_NULL;
     kh_init_inplace(ucp_rvma_win, &rw->wins);

@@ -7,7 +7,8 @@
 #   poll  - put whose last byte the target polls;
 # and the message rate of 1 and 4 initiators into one window. Each run goes
 # twice, with the hcr fast path (UCX_HCR_RVMA_FAST=y, the default: one
-# write-with-immediate per put up to UCX_HCR_RVMA_FAST_MAX) and without it
+# write-with-immediate per put, of the data up to UCX_HCR_RVMA_FAST_MAX and
+# above it of a record the target reads the data by) and without it
 # (=n: the active message path every transport has). RUNS runs
 # (default 5); the table shows medians and the ratios the goals
 # name. Writes bench/results/rvma-lat.txt. Extra environment (e.g. UCX_TLS=tcp
@@ -87,7 +88,8 @@ med_am = {s: statistics.median(v[0] for v in vals)
           for s, vals in lat_am.items()}
 print(f"# UCX_TLS={tls}: time until the target knows the data is there, us,"
       f" median of {runs} runs (each the median of 1000 ping-pongs)")
-print("# rvma: fast path on (hcr: write-with-immediate up to FAST_MAX);"
+print("# rvma: fast path on (hcr: one write-with-immediate; the data copied"
+      " through the ring up to FAST_MAX, read by the target above it);"
       " rvma-am: UCX_HCR_RVMA_FAST=n")
 print("%-7s %8s %8s %8s %8s %10s %10s" % ("size", "rvma", "rvma-am", "flush",
                                           "poll", "rvma/flush", "rvma/poll"))

@@ -7,11 +7,12 @@
  * into one window, an initiator killed mid-epoch, and a target sleeping in
  * ucp_rvma_win_wait(), the fast path (a small leased ring that wraps many
  * times, errors through its acks), puts too large to copy that the target
- * reads from the initiator's buffer, and acks riding in the puts of a
- * ping-pong. Every test runs on hcr (UCX_TLS=hcr on softverbs) and on tcp
- * (the generic path), side by side; the three fast path tests run on hcr
- * once more with the records taken only at their completion, not found by
- * polling the ring (UCX_HCR_RVMA_RING_POLL=n).
+ * reads from the initiator's buffer, acks riding in the puts of a ping-pong,
+ * and on hcr a put too large to register. Every test runs on hcr
+ * (UCX_TLS=hcr on softverbs) and on tcp (the generic path), side by side;
+ * the three fast path tests run on hcr once more with the records taken only
+ * at their completion, not found by polling the ring
+ * (UCX_HCR_RVMA_RING_POLL=n).
  *
  * Rank 0 is the target; the others are initiators. Ranks step through a test
  * with out-of-band messages; the target progresses its worker while it waits
@@ -1058,6 +1059,73 @@ static void rvma_read_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
+/* ---- a buffer the initiator cannot register ---------------------------- */
+
+#define RVMA_MEMLOCK_BIG  (192 * 1024 * 1024) /* over the locked memory left */
+
+/* With little locked memory (SOFTVERBS_MEMLOCK_LIMIT), a put too large to
+ * register still arrives: it leaves the read path for the active message
+ * path, while a read put that fits still reads */
+static void rvma_memlock_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg = varg;
+    size_t size     = RVMA_READ_STRIDE + RVMA_MEMLOCK_BIG;
+    ucp_ep_h eps[2] = {NULL};
+    uint64_t length, before, after;
+    void *comp = NULL;
+    ucp_rvma_win_h win;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    int fast;
+
+    rvma_env(arg);
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "160m", 1);
+    setenv("UCX_RC_RX_QUEUE_LEN", "256", 1);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
+                                                  &length));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, size);
+        TH_CHECK_PATTERN(buf, RVMA_READ_STRIDE, 0);
+        TH_CHECK_PATTERN(buf + RVMA_READ_STRIDE, RVMA_MEMLOCK_BIG,
+                         RVMA_READ_STRIDE);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        buf = malloc(size);
+        TH_ASSERT(buf != NULL);
+        th_fill_pattern(buf, RVMA_READ_STRIDE, 0);
+        th_fill_pattern(buf + RVMA_READ_STRIDE, RVMA_MEMLOCK_BIG,
+                        RVMA_READ_STRIDE);
+        rvma_sync_recv(&ucp, oob, 0);
+        /* one of the first two puts asks for the ring (the second, if the
+         * endpoint still waited for its peer's id); the third reads */
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, 0, buf, 8));
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, 8, buf + 8, 8));
+        before = rvma_fast_puts(ucp.ep, &fast);
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, 16, buf + 16,
+                                  RVMA_READ_STRIDE - 16));
+        after = rvma_fast_puts(ucp.ep, &fast);
+        TH_ASSERT_EQ(fast, 1);
+        TH_ASSERT_EQ(after, before + 1);
+        before = after;
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, RVMA_READ_STRIDE,
+                                  buf + RVMA_READ_STRIDE, RVMA_MEMLOCK_BIG));
+        after = rvma_fast_puts(ucp.ep, &fast);
+        TH_ASSERT_EQ(after, before);
+        free(buf);
+        rvma_sync_send(oob, 0);
+    }
+
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
 /* ---- acks ride on the puts going back ----------------------------------- */
 
 #define RVMA_PP_ITERS     200
@@ -1239,6 +1307,16 @@ TH_TEST(rvma, ack_in_reply_no_ring_poll_hcr)
 TH_TEST(rvma, read_path_no_ring_poll_hcr)
 {
     rvma_run(rvma_read_rank, "hcr", 2, 0);
+}
+
+TH_TEST_TIMEOUT(rvma, read_path_memlock_hcr, 120)
+{
+    rvma_arg_t arg = {"hcr", 2, 1};
+
+    /* room for the interfaces' pools, rings and staging, not for the
+     * 192 MiB put (softverbs reads the limit when a process starts) */
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "160m", 1);
+    th_run_procs(2, rvma_memlock_rank, &arg);
 }
 
 static void rvma_killed(const char *tls)

@@ -765,6 +765,84 @@ static void rvma_wait_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
+/* ---- helpers of the fast path tests ------------------------------------ */
+
+typedef size_t (*rvma_length_fn_t)(size_t i);
+
+/* Block i of n: length(i) bytes at i * stride, the pattern of its offset */
+static void rvma_fill_blocks(uint8_t *data, size_t n, size_t stride,
+                             rvma_length_fn_t length)
+{
+    size_t i;
+
+    for (i = 0; i < n; ++i) {
+        th_fill_pattern(data + i * stride, length(i), i * stride);
+    }
+}
+
+/* Target: every block landed at its place, and nothing between them */
+static void rvma_check_blocks(const uint8_t *buf, size_t n, size_t stride,
+                              rvma_length_fn_t length)
+{
+    size_t i;
+
+    for (i = 0; i < n; ++i) {
+        TH_CHECK_PATTERN(buf + i * stride, length(i), i * stride);
+        rvma_check_untouched(buf, i * stride + length(i), (i + 1) * stride);
+    }
+}
+
+/* Target: windows that refuse puts: RVMA_VADDR + 1 closed, RVMA_VADDR + 3
+ * with a buffer a put at its end overflows; RVMA_VADDR + 2 does not exist */
+typedef struct {
+    ucp_rvma_win_h win[2];
+    uint8_t        *buf[2];
+    void           *comp[2];
+    uint64_t       length[2];
+} rvma_refusing_t;
+
+static void rvma_refusing_create(th_ucp_t *ucp, rvma_refusing_t *r)
+{
+    static const uint64_t vaddr[] = {RVMA_VADDR + 1, RVMA_VADDR + 3};
+    unsigned i;
+
+    for (i = 0; i < 2; ++i) {
+        r->buf[i]  = rvma_alloc(RVMA_SMALL);
+        r->comp[i] = NULL;
+        r->win[i]  = rvma_win(ucp, vaddr[i], RVMA_SMALL,
+                              UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(r->win[i], r->buf[i],
+                                                  RVMA_SMALL, &r->comp[i],
+                                                  &r->length[i]));
+    }
+    TH_ASSERT_UCS_OK(ucp_rvma_win_close(r->win[0]));
+}
+
+/* Target: the refused puts left the windows' buffers alone */
+static void rvma_refusing_check_destroy(rvma_refusing_t *r)
+{
+    unsigned i;
+
+    for (i = 0; i < 2; ++i) {
+        TH_ASSERT(r->comp[i] == NULL);
+        rvma_check_untouched(r->buf[i], 0, RVMA_SMALL);
+        ucp_rvma_win_destroy(r->win[i]);
+        free(r->buf[i]);
+    }
+}
+
+/* Initiator: each refusing window's verdict on a put of length bytes */
+static void rvma_put_refused(th_ucp_t *ucp, const void *data, size_t length)
+{
+    TH_ASSERT_EQ(rvma_put(ucp, RVMA_VADDR + 2, 0, data, length),
+                 UCS_ERR_NO_ELEM);
+    TH_ASSERT_EQ(rvma_put(ucp, RVMA_VADDR + 1, 0, data, length),
+                 UCS_ERR_CANCELED);
+    TH_ASSERT_EQ(rvma_put(ucp, RVMA_VADDR + 3, RVMA_SMALL - (length / 2),
+                          data, length),
+                 UCS_ERR_MESSAGE_TRUNCATED);
+}
+
 /* ---- the fast path: ring leases, wrap-around, errors through acks ------- */
 
 #define RVMA_FAST_PUTS    3000
@@ -789,132 +867,142 @@ static uint64_t rvma_fast_puts(ucp_ep_h ep, int *fast)
     return attr.fast_puts;
 }
 
-static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+/* A run of fast path puts: n blocks (rvma_fill_blocks()), the first seq of
+ * them one at a time, the rest with window requests in flight, into one
+ * window whose threshold they reach exactly; then each kind of refusal. */
+typedef struct {
+    size_t                    n;
+    size_t                    stride;
+    rvma_length_fn_t          length;
+    size_t                    seq;
+    size_t                    window;
+    ucp_rvma_threshold_type_t type;
+    int                       reverse;   /* the windowed ones in reverse */
+    int                       overwrite; /* each sequential put's buffer once
+                                            it completed */
+    size_t                    refused;   /* length of the refused puts */
+} rvma_blocks_t;
+
+static void rvma_blocks_run(const rvma_arg_t *arg, const rvma_blocks_t *p,
+                            th_oob_t *oob, int rank, int nprocs)
 {
-    rvma_arg_t *arg = varg;
-    size_t size     = RVMA_FAST_PUTS * RVMA_FAST_STRIDE;
+    size_t size               = p->n * p->stride;
     ucp_request_param_t param = {0};
-    void *reqs[RVMA_FAST_WINDOW] = {NULL};
-    ucp_ep_h eps[2] = {NULL};
-    void *comp = NULL, *comp2 = NULL, *comp3 = NULL;
-    uint64_t length, length2, length3, before, after, sum = 0;
-    uint8_t *buf, *buf2, *buf3, *data;
-    ucp_rvma_win_h win, win2, win3;
-    size_t i, j;
+    ucp_ep_h eps[2]           = {NULL};
+    uint64_t length, before, after, sum = 0;
+    rvma_refusing_t refusing;
+    void *comp = NULL;
+    uint8_t *buf, *data;
+    ucp_rvma_win_h win;
+    size_t i, j, k;
     th_ucp_t ucp;
+    void **reqs;
     int fast;
 
-    rvma_env(arg);
-    setenv("UCX_HCR_RVMA_RING_SIZE", "8192", 1);   /* RVMA_FAST_RING */
-    setenv("UCX_HCR_RVMA_FAST_MAX", "2048", 1);    /* RVMA_FAST_STRIDE */
     rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+    for (i = 0; i < p->n; ++i) {
+        sum += p->length(i);
+    }
 
     if (rank == 0) {
-        buf  = rvma_alloc(size);
-        buf2 = rvma_alloc(RVMA_SMALL);
-        buf3 = rvma_alloc(RVMA_SMALL);
-        win3 = rvma_win(&ucp, RVMA_VADDR + 3, RVMA_SMALL,
-                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
-        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win3, buf3, RVMA_SMALL,
-                                                  &comp3, &length3));
-        win  = rvma_win(&ucp, RVMA_VADDR, RVMA_FAST_PUTS,
-                        UCP_RVMA_THRESHOLD_OPS, 0, 0);
-        win2 = rvma_win(&ucp, RVMA_VADDR + 1, RVMA_SMALL,
-                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        buf = rvma_alloc(size);
+        rvma_refusing_create(&ucp, &refusing);
+        win = rvma_win(&ucp, RVMA_VADDR,
+                       (p->type == UCP_RVMA_THRESHOLD_OPS) ? p->n : sum,
+                       p->type, 0, 0);
         TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
                                                   &length));
-        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win2, buf2, RVMA_SMALL,
-                                                  &comp2, &length2));
-        TH_ASSERT_UCS_OK(ucp_rvma_win_close(win2));
         rvma_sync_send(oob, 1);
         rvma_sync_recv(&ucp, oob, 1);
         TH_ASSERT(comp == buf);
-        for (i = 0; i < RVMA_FAST_PUTS; ++i) {
-            sum += rvma_fast_length(i);
-        }
         TH_ASSERT_EQ(length, sum);
-        for (i = 0; i < RVMA_FAST_PUTS; ++i) {
-            TH_CHECK_PATTERN(buf + i * RVMA_FAST_STRIDE, rvma_fast_length(i),
-                             i * RVMA_FAST_STRIDE);
-            rvma_check_untouched(buf, i * RVMA_FAST_STRIDE +
-                                      rvma_fast_length(i),
-                                 (i + 1) * RVMA_FAST_STRIDE);
-        }
-        /* the closed window and the refused puts left its buffer alone */
-        TH_ASSERT(comp2 == NULL);
-        TH_ASSERT(comp3 == NULL);
-        rvma_check_untouched(buf2, 0, RVMA_SMALL);
-        rvma_check_untouched(buf3, 0, RVMA_SMALL);
+        rvma_check_blocks(buf, p->n, p->stride, p->length);
+        rvma_refusing_check_destroy(&refusing);
         ucp_rvma_win_destroy(win);
-        ucp_rvma_win_destroy(win2);
-        ucp_rvma_win_destroy(win3);
         free(buf);
-        free(buf2);
-        free(buf3);
-    } else {
-        data = malloc(size);
-        TH_ASSERT(data != NULL);
-        for (i = 0; i < RVMA_FAST_PUTS; ++i) {
-            th_fill_pattern(data + i * RVMA_FAST_STRIDE, rvma_fast_length(i),
-                            i * RVMA_FAST_STRIDE);
-        }
-        rvma_sync_recv(&ucp, oob, 0);
-
-        /* one at a time: the first put on a wired-up endpoint (the first
-         * or, if the endpoint still waited for its peer's id, the second)
-         * asks for the ring, whose lease comes back before that put's
-         * reply; every later one finds the ring empty, so takes the fast
-         * path (and the 8 KiB ring wraps ~30 times) */
-        for (i = 0; i < RVMA_FAST_SEQ; ++i) {
-            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, i * RVMA_FAST_STRIDE,
-                                      data + i * RVMA_FAST_STRIDE,
-                                      rvma_fast_length(i)));
-        }
-        before = rvma_fast_puts(ucp.ep, &fast);
-        if (!strcmp(arg->tls, "hcr")) {
-            TH_ASSERT_OP_(before, >=, RVMA_FAST_SEQ - 2);
-        } else {
-            TH_ASSERT_EQ(before, 0);
-        }
-
-        /* then many in flight: a full ring sends the rest by active
-         * message, whatever the timing; the target checks every byte */
-        for (i = RVMA_FAST_SEQ; i < RVMA_FAST_PUTS; ++i) {
-            j = i % RVMA_FAST_WINDOW;
-            if (reqs[j] != NULL) {
-                TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
-            }
-            reqs[j] = ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR,
-                                       i * RVMA_FAST_STRIDE,
-                                       data + i * RVMA_FAST_STRIDE,
-                                       rvma_fast_length(i), &param);
-            TH_ASSERT(!UCS_PTR_IS_ERR(reqs[j]));
-        }
-        for (j = 0; j < RVMA_FAST_WINDOW; ++j) {
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
-        }
-
-        after  = rvma_fast_puts(ucp.ep, &fast);
-        TH_ASSERT_EQ(fast, !strcmp(arg->tls, "hcr"));
-        TH_ASSERT_OP_(after, >=, before);
-        before = after;
-
-        /* the target's verdicts come back through the acks */
-        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 2, 0, data, 8),
-                     UCS_ERR_NO_ELEM);
-        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 1, 0, data, 8),
-                     UCS_ERR_CANCELED);
-        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 3, RVMA_SMALL - 4, data, 8),
-                     UCS_ERR_MESSAGE_TRUNCATED);
-        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR, 0, data, 8),
-                     UCS_ERR_NO_RESOURCE);
-        after = rvma_fast_puts(ucp.ep, &fast);
-        TH_ASSERT_EQ(after - before, strcmp(arg->tls, "hcr") ? 0 : 4);
-        free(data);
-        rvma_sync_send(oob, 0);
+        rvma_teardown(&ucp, oob, rank, nprocs, eps);
+        return;
     }
 
+    data = malloc(size);
+    reqs = calloc(p->window, sizeof(*reqs));
+    TH_ASSERT((data != NULL) && (reqs != NULL));
+    rvma_fill_blocks(data, p->n, p->stride, p->length);
+    rvma_sync_recv(&ucp, oob, 0);
+
+    /* one at a time: the first put on a wired-up endpoint (the first or, if
+     * the endpoint still waited for its peer's id, the second) asks for the
+     * ring, whose lease comes back before that put's reply; every later one
+     * finds the ring empty, so takes the fast path */
+    for (i = 0; i < p->seq; ++i) {
+        TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, i * p->stride,
+                                  data + i * p->stride, p->length(i)));
+        if (p->overwrite) {
+            memset(data + i * p->stride, 0xff, p->length(i));
+        }
+    }
+    before = rvma_fast_puts(ucp.ep, &fast);
+    if (!strcmp(arg->tls, "hcr")) {
+        TH_ASSERT_OP_(before, >=, p->seq - 2);
+    } else {
+        TH_ASSERT_EQ(before, 0);
+    }
+
+    /* then many in flight: what the fast path cannot take (a full ring, all
+     * read slots taken) goes by active message, whatever the timing; the
+     * target checks every byte */
+    for (k = p->seq; k < p->n; ++k) {
+        i = p->reverse ? (p->n - 1 - (k - p->seq)) : k;
+        j = k % p->window;
+        if (reqs[j] != NULL) {
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
+        }
+        reqs[j] = ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR, i * p->stride,
+                                   data + i * p->stride, p->length(i),
+                                   &param);
+        TH_ASSERT(!UCS_PTR_IS_ERR(reqs[j]));
+    }
+    for (j = 0; j < p->window; ++j) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
+    }
+
+    after = rvma_fast_puts(ucp.ep, &fast);
+    TH_ASSERT_EQ(fast, !strcmp(arg->tls, "hcr"));
+    TH_ASSERT_OP_(after, >=, before);
+    before = after;
+
+    /* the target's verdicts come back through the acks, and it places or
+     * reads nothing for the refused puts */
+    rvma_put_refused(&ucp, data, p->refused);
+    TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR, 0, data, p->refused),
+                 UCS_ERR_NO_RESOURCE); /* the window has no buffer left */
+    after = rvma_fast_puts(ucp.ep, &fast);
+    TH_ASSERT_EQ(after - before, strcmp(arg->tls, "hcr") ? 0 : 4);
+    free(reqs);
+    free(data);
+    rvma_sync_send(oob, 0);
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    static const rvma_blocks_t blocks = {
+        .n         = RVMA_FAST_PUTS,
+        .stride    = RVMA_FAST_STRIDE,
+        .length    = rvma_fast_length,
+        .seq       = RVMA_FAST_SEQ,
+        .window    = RVMA_FAST_WINDOW,
+        .type      = UCP_RVMA_THRESHOLD_OPS,
+        .reverse   = 0,
+        .overwrite = 0,
+        .refused   = 8
+    };
+
+    rvma_env(varg);
+    setenv("UCX_HCR_RVMA_RING_SIZE", "8192", 1);   /* RVMA_FAST_RING: the
+                                                      ring wraps ~30 times */
+    setenv("UCX_HCR_RVMA_FAST_MAX", "2048", 1);    /* RVMA_FAST_STRIDE */
+    rvma_blocks_run(varg, &blocks, oob, rank, nprocs);
 }
 
 /* ---- the fast path reads what is too large to copy ---------------------- */
@@ -940,123 +1028,22 @@ static size_t rvma_read_length(size_t i)
  * the rest by active message; the errors come back through the acks. */
 static void rvma_read_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
-    rvma_arg_t *arg           = varg;
-    size_t size               = RVMA_READ_PUTS * RVMA_READ_STRIDE;
-    ucp_request_param_t param = {0};
-    void *reqs[RVMA_READ_WINDOW] = {NULL};
-    ucp_ep_h eps[2]           = {NULL};
-    void *comp = NULL, *comp2 = NULL, *comp3 = NULL;
-    uint64_t length, length2, length3, before, after, sum = 0;
-    uint8_t *buf, *buf2, *buf3, *data;
-    ucp_rvma_win_h win, win2, win3;
-    size_t i, j, k;
-    th_ucp_t ucp;
-    int fast;
+    static const rvma_blocks_t blocks = {
+        .n         = RVMA_READ_PUTS,
+        .stride    = RVMA_READ_STRIDE,
+        .length    = rvma_read_length,
+        .seq       = RVMA_READ_SEQ,
+        .window    = RVMA_READ_WINDOW,
+        .type      = UCP_RVMA_THRESHOLD_BYTES,
+        .reverse   = 1,
+        .overwrite = 1,
+        .refused   = 2048  /* a read */
+    };
 
-    rvma_env(arg);
+    rvma_env(varg);
     setenv("UCX_HCR_RVMA_FAST_MAX", "1024", 1); /* RVMA_READ_FAST */
     setenv("UCX_HCR_MAX_GET_ZCOPY", "16k", 1);
-    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
-
-    for (i = 0; i < RVMA_READ_PUTS; ++i) {
-        sum += rvma_read_length(i);
-    }
-
-    if (rank == 0) {
-        buf  = rvma_alloc(size);
-        buf2 = rvma_alloc(RVMA_SMALL);
-        buf3 = rvma_alloc(RVMA_SMALL);
-        win  = rvma_win(&ucp, RVMA_VADDR, sum, UCP_RVMA_THRESHOLD_BYTES, 0,
-                        0);
-        win2 = rvma_win(&ucp, RVMA_VADDR + 1, RVMA_SMALL,
-                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
-        win3 = rvma_win(&ucp, RVMA_VADDR + 3, RVMA_SMALL,
-                        UCP_RVMA_THRESHOLD_BYTES, 0, 0);
-        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
-                                                  &length));
-        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win2, buf2, RVMA_SMALL,
-                                                  &comp2, &length2));
-        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win3, buf3, RVMA_SMALL,
-                                                  &comp3, &length3));
-        TH_ASSERT_UCS_OK(ucp_rvma_win_close(win2));
-        rvma_sync_send(oob, 1);
-        rvma_sync_recv(&ucp, oob, 1);
-        TH_ASSERT(comp == buf);
-        TH_ASSERT_EQ(length, sum);
-        for (i = 0; i < RVMA_READ_PUTS; ++i) {
-            TH_CHECK_PATTERN(buf + i * RVMA_READ_STRIDE, rvma_read_length(i),
-                             i * RVMA_READ_STRIDE);
-            rvma_check_untouched(buf, i * RVMA_READ_STRIDE +
-                                      rvma_read_length(i),
-                                 (i + 1) * RVMA_READ_STRIDE);
-        }
-        TH_ASSERT(comp2 == NULL);
-        TH_ASSERT(comp3 == NULL);
-        rvma_check_untouched(buf2, 0, RVMA_SMALL);
-        rvma_check_untouched(buf3, 0, RVMA_SMALL);
-        ucp_rvma_win_destroy(win);
-        ucp_rvma_win_destroy(win2);
-        ucp_rvma_win_destroy(win3);
-        free(buf);
-        free(buf2);
-        free(buf3);
-    } else {
-        data = malloc(size);
-        TH_ASSERT(data != NULL);
-        for (i = 0; i < RVMA_READ_PUTS; ++i) {
-            th_fill_pattern(data + i * RVMA_READ_STRIDE, rvma_read_length(i),
-                            i * RVMA_READ_STRIDE);
-        }
-        rvma_sync_recv(&ucp, oob, 0);
-
-        /* one at a time, each buffer overwritten once its put completed */
-        for (i = 0; i < RVMA_READ_SEQ; ++i) {
-            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, i * RVMA_READ_STRIDE,
-                                      data + i * RVMA_READ_STRIDE,
-                                      rvma_read_length(i)));
-            memset(data + i * RVMA_READ_STRIDE, 0xff, rvma_read_length(i));
-        }
-        before = rvma_fast_puts(ucp.ep, &fast);
-        if (!strcmp(arg->tls, "hcr")) {
-            TH_ASSERT_OP_(before, >=, RVMA_READ_SEQ - 2);
-        } else {
-            TH_ASSERT_EQ(before, 0);
-        }
-
-        /* the rest in reverse order, many in flight */
-        for (k = RVMA_READ_SEQ; k < RVMA_READ_PUTS; ++k) {
-            i = RVMA_READ_PUTS - 1 - (k - RVMA_READ_SEQ);
-            j = k % RVMA_READ_WINDOW;
-            if (reqs[j] != NULL) {
-                TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
-            }
-            reqs[j] = ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR,
-                                       i * RVMA_READ_STRIDE,
-                                       data + i * RVMA_READ_STRIDE,
-                                       rvma_read_length(i), &param);
-            TH_ASSERT(!UCS_PTR_IS_ERR(reqs[j]));
-        }
-        for (j = 0; j < RVMA_READ_WINDOW; ++j) {
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, reqs[j], 60.0));
-        }
-        before = rvma_fast_puts(ucp.ep, &fast);
-
-        /* the target's verdicts on read records come back through the acks,
-         * and it reads nothing for them */
-        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 2, 0, data, 2048),
-                     UCS_ERR_NO_ELEM);
-        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 1, 0, data, 2048),
-                     UCS_ERR_CANCELED);
-        TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR + 3, RVMA_SMALL - 1024, data,
-                              2048),
-                     UCS_ERR_MESSAGE_TRUNCATED);
-        after = rvma_fast_puts(ucp.ep, &fast);
-        TH_ASSERT_EQ(after - before, strcmp(arg->tls, "hcr") ? 0 : 3);
-        free(data);
-        rvma_sync_send(oob, 0);
-    }
-
-    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+    rvma_blocks_run(varg, &blocks, oob, rank, nprocs);
 }
 
 /* ---- a buffer the initiator cannot register ---------------------------- */

@@ -290,6 +290,8 @@ typedef union ucp_rvma_msg {
 
 
 /* rvma_worker.c */
+void ucp_rvma_config_mark_used(void);
+
 ucs_status_t ucp_rvma_worker_get(ucp_worker_h worker,
                                  ucp_rvma_worker_t **rw_p);
 

@@ -92,6 +92,19 @@ UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)",
                           &ucs_config_global_list)
 
 
+void ucp_rvma_config_mark_used(void)
+{
+    ucp_rvma_config_t config;
+
+    /* parsing notes the variables as used; errors are reported when RVMA
+     * reads them for real, in ucp_rvma_worker_create() */
+    if (ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
+                                    UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
+                                    1) == UCS_OK) {
+        ucs_config_parser_release_opts(&config, ucp_rvma_config_table);
+    }
+}
+
 ucs_status_t ucp_rvma_worker_set_handler(ucp_rvma_worker_t *rw, unsigned id,
                                          ucp_am_recv_callback_t cb)
 {

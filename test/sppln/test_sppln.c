@@ -5,7 +5,10 @@
  * every message, receives posted before and after arrival, both directions;
  * many transfers in flight (more than the staging groups); the generic lane
  * (rc_verbs: put, then an active message); registration failure (memlock)
- * falling back to the superpipeline; and a peer killed mid-transfer.
+ * falling back to the superpipeline; and a peer killed mid-transfer. And
+ * RMA (put/choose, get/choose): puts and gets from and into fresh buffers
+ * through each forced path and the automatic choice, the rcache hit, and
+ * registration failure falling back to bcopy.
  */
 #include "th_ucx.h"
 
@@ -22,12 +25,14 @@ typedef struct {
     uint64_t reg_fallback;
     uint64_t async_copies;
     uint64_t fresh[3];    /* kcopy, populate, fault */
+    uint64_t rma[2];      /* put/choose, get/choose: bcopy, zcopy */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 
 enum { SP_BCOPY = 1, SP_SPPLN = 2, SP_ZCOPY = 3 };
 enum { SP_FRESH_KCOPY, SP_FRESH_POPULATE, SP_FRESH_FAULT };
+enum { SP_RMA_BCOPY, SP_RMA_ZCOPY };
 
 #define SPPLN_MB (1024ul * 1024ul)
 
@@ -716,4 +721,153 @@ TH_TEST_TIMEOUT(sppln, killed_peer_mid_transfer, 200)
     }
     TH_ASSERT_EQ(status[0], 0);
     TH_ASSERT_EQ(status[1], 128 + SIGKILL);
+}
+
+
+/* ---- RMA: put/choose and get/choose ---------------------------------- */
+
+#define SPPLN_RMA_REGION (72 * SPPLN_MB)
+
+static const size_t sppln_rma_sizes[] = {
+    4096, 65536 + 3, SPPLN_MB, 4 * SPPLN_MB + 5, 64 * SPPLN_MB
+};
+
+typedef struct {
+    const char *path;
+    int        memlock; /* little locked memory, a put too large for it */
+} sppln_rma_arg_t;
+
+static uint64_t sppln_rma_zcopy(th_ucp_t *ucp)
+{
+    const sppln_stats_t *st = ucp_proto_sppln_stats(ucp->worker);
+
+    return (st == NULL) ? 0 : st->rma[SP_RMA_ZCOPY];
+}
+
+/* Rank 0 exposes a region; rank 1 puts each size from a fresh mapping at an
+ * unaligned offset (again if it took zcopy: a cache hit), then gets it back
+ * into another fresh mapping and checks it. Rank 0 checks the region. */
+static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_rma_arg_t *arg = varg;
+    size_t n = ucs_static_array_size(sppln_rma_sizes);
+    ucp_request_param_t param  = {0};
+    const sppln_stats_t *st;
+    size_t i, off, len, map_len, map_len2;
+    uint8_t *region, *src, *dst;
+    uint64_t remote, before;
+    ucp_rkey_h rkey;
+    ucp_mem_h memh;
+    th_ucp_t ucp;
+    int zcopy;
+
+    if (arg->memlock) {
+        /* softverbs reads this again in a forked process, when it first
+         * looks for devices: the initiator has room for the interfaces'
+         * pools and the smaller buffers, not for a 64 MiB one besides */
+        setenv("SOFTVERBS_MEMLOCK_LIMIT", (rank == 0) ? "unlimited" : "64m",
+               1);
+        setenv("UCX_RC_RX_QUEUE_LEN", "256", 1);
+    }
+    sppln_env(arg->path, "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_RMA);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    if (rank == 0) {
+        region = malloc(SPPLN_RMA_REGION);
+        TH_ASSERT(region != NULL);
+        memset(region, 0, SPPLN_RMA_REGION);
+        memh = th_ucp_mem_map(&ucp, region, SPPLN_RMA_REGION);
+        th_ucp_send_rkey(&ucp, oob, 1, memh, region);
+        th_ucp_oob_recv(&ucp, oob, 1, &len, sizeof(len));
+        for (i = 0, off = 0; i < n; off += sppln_rma_sizes[i++]) {
+            TH_CHECK_PATTERN(region + off, sppln_rma_sizes[i], 500 + i);
+        }
+        th_ucp_flush_barrier(&ucp, oob);
+        TH_ASSERT_UCS_OK(ucp_mem_unmap(ucp.context, memh));
+        free(region);
+        th_ucp_cleanup(&ucp);
+        return;
+    }
+
+    th_ucp_recv_rkey(&ucp, oob, 0, &rkey, &remote);
+    for (i = 0, off = 0; i < n; off += sppln_rma_sizes[i++]) {
+        len = sppln_rma_sizes[i];
+        src = sppln_map(len, &map_len) + 64 + 5;
+        th_fill_pattern(src, len, 500 + i);
+        before = sppln_rma_zcopy(&ucp);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_put_nbx(ucp.ep, src, len,
+                                                       remote + off, rkey,
+                                                       &param), 60.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param),
+                                     60.0));
+        zcopy = sppln_rma_zcopy(&ucp) > before;
+        th_log("%s: put of %zu bytes from a fresh buffer: %s", arg->path,
+               len, zcopy ? "zcopy" : "bcopy");
+
+        /* a buffer that took zcopy is in the registration cache: its next
+         * put takes zcopy again, whatever its size */
+        if (zcopy) {
+            before = sppln_rma_zcopy(&ucp);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_put_nbx(ucp.ep, src, len,
+                                                           remote + off, rkey,
+                                                           &param), 60.0));
+            TH_ASSERT_EQ(sppln_rma_zcopy(&ucp), before + 1);
+        }
+
+        dst = sppln_map(len, &map_len2) + 64 + 3;
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_get_nbx(ucp.ep, dst, len,
+                                                       remote + off, rkey,
+                                                       &param), 60.0));
+        TH_CHECK_PATTERN(dst, len, 500 + i);
+        munmap(dst - 64 - 3, map_len2);
+        munmap(src - 64 - 5, map_len);
+    }
+    TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param),
+                                 60.0));
+
+    st = ucp_proto_sppln_stats(ucp.worker);
+    th_log("%s: rma bcopy %llu zcopy %llu, registration fallbacks %llu",
+           arg->path, (unsigned long long)st->rma[SP_RMA_BCOPY],
+           (unsigned long long)st->rma[SP_RMA_ZCOPY],
+           (unsigned long long)st->reg_fallback);
+    if (arg->memlock) {
+        /* zcopy forced, the 64 MiB buffers cannot be registered */
+        TH_ASSERT_GE(st->reg_fallback, 2);
+        TH_ASSERT_GE(st->rma[SP_RMA_BCOPY], 2);
+    } else if (!strcmp(arg->path, "bcopy")) {
+        TH_ASSERT_EQ(st->rma[SP_RMA_ZCOPY], 0);
+        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY], 2 * n);
+    } else if (!strcmp(arg->path, "zcopy")) {
+        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY], 0);
+        TH_ASSERT_EQ(st->rma[SP_RMA_ZCOPY], 3 * n);
+    } else {
+        /* a put or a get that took zcopy was followed by another put */
+        TH_ASSERT_GE(st->rma[SP_RMA_BCOPY] + st->rma[SP_RMA_ZCOPY], 2 * n);
+    }
+
+    len = 0;
+    th_oob_send(oob, 0, &len, sizeof(len));
+    th_ucp_flush_barrier(&ucp, oob);
+    ucp_rkey_destroy(rkey);
+    th_ucp_cleanup(&ucp);
+}
+
+#define SPPLN_RMA_TEST(_path) \
+    TH_TEST_TIMEOUT(sppln, rma_##_path, 120) \
+    { \
+        sppln_rma_arg_t arg = {#_path, 0}; \
+        setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1); \
+        th_run_procs(2, sppln_rma_rank, &arg); \
+    }
+
+SPPLN_RMA_TEST(auto)
+SPPLN_RMA_TEST(bcopy)
+SPPLN_RMA_TEST(zcopy)
+
+TH_TEST_TIMEOUT(sppln, rma_memlock_falls_back, 120)
+{
+    sppln_rma_arg_t arg = {"zcopy", 1};
+
+    th_run_procs(2, sppln_rma_rank, &arg);
 }

@@ -30,6 +30,9 @@
  *  proto_sppln_staging.c  the worker's registered staging regions
  *  proto_sppln_send.c     the protocol (sender side)
  *  proto_sppln_recv.c     the receiver side, started by a flagged RTS
+ *  proto_rma_choose.c     the same per-message choice for RMA put and get
+ *                         (bcopy or zcopy; nothing for a superpipeline to
+ *                         hide there)
  */
 
 
@@ -143,6 +146,14 @@ typedef struct {
 } ucp_sppln_priv_t;
 
 
+/* The paths of put/choose and get/choose (proto_rma_choose.c) */
+enum {
+    UCP_RMA_CHOOSE_BCOPY, /* UCX's put/get offload bcopy */
+    UCP_RMA_CHOOSE_ZCOPY, /* UCX's put/get offload zcopy */
+    UCP_RMA_CHOOSE_LAST
+};
+
+
 /* Counters of the paths taken, for tests and the debug log */
 typedef struct {
     uint64_t sent[UCP_SPPLN_PATH_LAST];
@@ -152,6 +163,8 @@ typedef struct {
     /* receiver: sub-blocks copied out into a destination whose pages were
      * not resident when the transfer started, by how */
     uint64_t fresh[UCP_SPPLN_FRESH_LAST];
+    /* put/choose and get/choose: RMA messages by the path they took */
+    uint64_t rma[UCP_RMA_CHOOSE_LAST];
 } ucp_sppln_stats_t;
 
 
@@ -263,6 +276,12 @@ void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched);
 /* Residency of a buffer, judged by its first page */
 ucs_calib_pages_t ucp_sppln_pages(const void *buffer);
 
+int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
+                         size_t length);
+
+int ucp_sppln_lane_tl_enabled(ucp_context_h context,
+                              ucp_rsc_index_t rsc_index);
+
 
 ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
                                   const ucp_sppln_priv_t *spriv,
@@ -282,6 +301,12 @@ extern const char *ucp_sppln_fresh_names[];
 
 
 /* proto_sppln_staging.c */
+
+/* The worker's state and counters, without staging regions */
+ucs_status_t ucp_sppln_worker_state(ucp_worker_h worker,
+                                    ucp_sppln_worker_t **sw_p);
+
+/* The same, with the staging regions registered */
 ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
                                   ucp_sppln_worker_t **sw_p);
 

@@ -218,14 +218,30 @@ void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched)
     sched->offset = NULL;
 }
 
+/* Whether UCX_HCR_SPPLN_TLS enables the transport of this resource */
+int ucp_sppln_lane_tl_enabled(ucp_context_h context, ucp_rsc_index_t rsc_index)
+{
+    const ucp_sppln_config_t *cfg = ucp_sppln_config();
+    const char *tl_name = context->tl_rscs[rsc_index].tl_rsc.tl_name;
+    unsigned i;
+
+    for (i = 0; i < cfg->tls.count; ++i) {
+        if (!strcmp(cfg->tls.names[i], "all") ||
+            !strcmp(cfg->tls.names[i], tl_name)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Whether the UCP registration cache holds all of [buffer, buffer+length)
  * already: a peek at its page table, without taking a reference. An unmap
  * that found the page table busy is queued and removed from it only at the
  * cache's next operation, so while the queue is not empty a region in the
  * table may be stale (its range unmapped, maybe mapped again fresh): then
  * nothing counts as a hit. */
-static int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
-                                size_t length)
+int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
+                         size_t length)
 {
     ucs_rcache_t *rcache = context->rcache;
     ucs_pgt_region_t *pgt_region;

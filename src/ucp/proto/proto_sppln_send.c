@@ -632,22 +632,6 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
     return UCS_OK;
 }
 
-static int ucp_sppln_lane_tl_enabled(ucp_context_h context,
-                                     ucp_rsc_index_t rsc_index)
-{
-    const ucp_sppln_config_t *cfg = ucp_sppln_config();
-    const char *tl_name = context->tl_rscs[rsc_index].tl_rsc.tl_name;
-    unsigned i;
-
-    for (i = 0; i < cfg->tls.count; ++i) {
-        if (!strcmp(cfg->tls.names[i], "all") ||
-            !strcmp(cfg->tls.names[i], tl_name)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static ucs_status_t
 ucp_sppln_init(const ucp_proto_init_params_t *init_params, int am)
 {

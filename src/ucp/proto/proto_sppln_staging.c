@@ -47,12 +47,11 @@ static ucs_status_t ucp_sppln_region_alloc(ucp_worker_h worker,
     return UCS_OK;
 }
 
-ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
-                                  ucp_sppln_worker_t **sw_p)
+ucs_status_t ucp_sppln_worker_state(ucp_worker_h worker,
+                                    ucp_sppln_worker_t **sw_p)
 {
     const ucp_sppln_config_t *cfg = ucp_sppln_config();
     ucp_sppln_worker_t *sw;
-    ucs_status_t status;
     int side;
 
     if (ucs_likely(worker->sppln != NULL)) {
@@ -72,7 +71,30 @@ ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
     for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
         ucs_queue_head_init(&sw->waitq[side]);
         sw->free_groups[side] = UCS_MASK(sw->groups);
-        status                = ucp_sppln_region_alloc(worker, sw, side);
+    }
+
+    worker->sppln = sw;
+    *sw_p         = sw;
+    return UCS_OK;
+}
+
+ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
+                                  ucp_sppln_worker_t **sw_p)
+{
+    ucp_sppln_worker_t *sw;
+    ucs_status_t status;
+    int side;
+
+    status = ucp_sppln_worker_state(worker, &sw);
+    if (status != UCS_OK) {
+        return status;
+    } else if (ucs_likely(sw->rkey_buf != NULL)) {
+        *sw_p = sw; /* the staging regions are there */
+        return UCS_OK;
+    }
+
+    for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
+        status = ucp_sppln_region_alloc(worker, sw, side);
         if (status != UCS_OK) {
             goto err;
         }
@@ -90,17 +112,18 @@ ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
               "send %p recv %p", worker, sw->groups, UCP_SPPLN_NUM_SLOTS,
               sw->slot_size, sw->base[0], sw->base[1]);
     ucp_sppln_staged_track(sw);
-    worker->sppln = sw;
-    *sw_p         = sw;
+    *sw_p = sw;
     return UCS_OK;
 
 err:
+    /* the state stays, without staging: a later transfer tries again */
     for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
         if (sw->memh[side] != NULL) {
             ucp_mem_unmap(worker->context, sw->memh[side]);
+            sw->memh[side] = NULL;
         }
     }
-    ucs_free(sw);
+    sw->rkey_buf = NULL;
     return status;
 }
 
@@ -152,9 +175,13 @@ void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker)
     if (sw->copy_engine != NULL) {
         ucs_copy_engine_destroy(sw->copy_engine);
     }
-    ucp_rkey_buffer_release(sw->rkey_buf);
+    if (sw->rkey_buf != NULL) {
+        ucp_rkey_buffer_release(sw->rkey_buf);
+    }
     for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
-        ucp_mem_unmap(worker->context, sw->memh[side]);
+        if (sw->memh[side] != NULL) {
+            ucp_mem_unmap(worker->context, sw->memh[side]);
+        }
     }
     ucs_free(sw);
     worker->sppln = NULL;

@@ -22,6 +22,7 @@
 static ucp_context_h ctx;
 static ucp_worker_h worker;
 static ucp_ep_h ep;
+static uint64_t pair_features = UCP_FEATURE_TAG; /* set before pair_start() */
 
 static void die(const char *what, ucs_status_t status)
 {
@@ -52,7 +53,7 @@ static void wait_req(void *req)
 static void setup(int sock)
 {
     ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES,
-                           .features   = UCP_FEATURE_TAG};
+                           .features   = pair_features};
     ucp_worker_params_t wparams = {0};
     ucp_ep_params_t eparams     = {0};
     ucp_address_t *addr, *peer;

@@ -804,6 +804,10 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         zcopy = sppln_rma_zcopy(&ucp) > before;
         th_log("%s: put of %zu bytes from a fresh buffer: %s", arg->path,
                len, zcopy ? "zcopy" : "bcopy");
+        if (!strcmp(arg->path, "auto") && (len >= SPPLN_MB)) {
+            /* more than one bcopy fragment: zcopy, as UCX would */
+            TH_ASSERT(zcopy);
+        }
 
         /* a buffer that took zcopy is in the registration cache: its next
          * put takes zcopy again, whatever its size */

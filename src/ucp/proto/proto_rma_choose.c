@@ -34,12 +34,18 @@
  * the registration of the local buffer is the same hidden cost as for a
  * send. So this protocol wraps UCX's own put (get) offload bcopy and zcopy
  * protocols and picks one per message:
- *  - the buffer is in UCP's registration cache: zcopy;
- *  - otherwise the one with the lower time: UCX's estimate of each protocol
- *    for the length, plus, for zcopy, registering and deregistering the
- *    buffer and the faults of its first transfer when its pages are not
- *    resident, and for bcopy the faults its copy takes on such pages, all
- *    from the device's measured model (ucs/calib);
+ *  - the buffer is in UCP's registration cache, or was copied before (and
+ *    so is likely to be used again): zcopy;
+ *  - a first use that one bcopy fragment carries: the one with the lower
+ *    time, UCX's estimate of each protocol for the length plus, for zcopy,
+ *    registering and deregistering the buffer and the faults of its first
+ *    transfer when its pages are not resident, and for bcopy the faults its
+ *    copy takes on such pages, all from the device's measured model
+ *    (ucs/calib);
+ *  - a larger first use: zcopy. Neither UCX's bcopy estimate nor the model
+ *    counts the cost of each further fragment (on softverbs a system call
+ *    per fragment, which put bcopy of 256 KiB and more to half the
+ *    bandwidth of registering); the superpipeline's staging would;
  *  - a buffer the zcopy path could not register (e.g. RLIMIT_MEMLOCK
  *    exhausted): bcopy.
  * UCX_HCR_SPPLN_PATH forces zcopy (zcopy) or bcopy (bcopy, sppln).
@@ -73,6 +79,7 @@ typedef struct {
     int                   have_model;
     ucs_linear_func_t     reg_time[UCS_CALIB_PAGES_LAST];
     ucs_linear_func_t     copy_fault;
+    size_t                bcopy_max_frag; /* one bcopy fragment */
     /* then the wrapped protocols' private data, at sub_offset[] */
 } ucp_rma_choose_priv_t;
 
@@ -237,6 +244,11 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
 
     ucp_rma_choose_model(cpriv, context->tl_mds[mpriv->lanes[0].super.md_index]
                                         .rsc.md_name);
+    cpriv->bcopy_max_frag = ((const ucp_proto_multi_priv_t*)
+                             UCS_PTR_BYTE_OFFSET(cpriv,
+                                                 cpriv->sub_offset[
+                                                     UCP_RMA_CHOOSE_BCOPY]))
+                                    ->max_frag_sum;
     cpriv->sub_ready = 0;
 
     /* UCX's zcopy estimate (a buffer in the cache), from where UCX would
@@ -275,6 +287,19 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
         return UCP_RMA_CHOOSE_ZCOPY; /* what UCX would do */
     }
 
+    /* a buffer copied before is likely to be used again: register it now,
+     * so that its next uses find it in the cache */
+    if (ucp_sppln_staged_before(sw, buffer, length)) {
+        return UCP_RMA_CHOOSE_ZCOPY;
+    }
+
+    /* UCX's bcopy estimate counts nothing per fragment beyond the copy,
+     * and neither does the measured model (its network gap is a loopback's):
+     * only where one fragment carries the message is it a fair estimate */
+    if (length > cpriv->bcopy_max_frag) {
+        return UCP_RMA_CHOOSE_ZCOPY;
+    }
+
     pages   = ucp_sppln_pages(buffer);
     t_bcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_BCOPY], length);
     t_zcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_ZCOPY], length) +
@@ -283,6 +308,11 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
         t_bcopy += ucs_linear_func_apply(cpriv->copy_fault, length);
     }
 
+    ucs_trace_req("req %p: %zu bytes, %s pages: bcopy %.2f us, register and "
+                  "zcopy %.2f us", req, length,
+                  (pages == UCS_CALIB_PAGES_RESIDENT) ? "resident" :
+                                                         "non-resident",
+                  t_bcopy * 1e6, t_zcopy * 1e6);
     return (t_zcopy < t_bcopy) ? UCP_RMA_CHOOSE_ZCOPY : UCP_RMA_CHOOSE_BCOPY;
 }
 

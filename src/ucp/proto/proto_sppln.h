@@ -282,6 +282,10 @@ int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
 int ucp_sppln_lane_tl_enabled(ucp_context_h context,
                               ucp_rsc_index_t rsc_index);
 
+/* Whether this buffer was staged (copied) before; remembers it if not */
+int ucp_sppln_staged_before(ucp_sppln_worker_t *sw, const void *buffer,
+                            size_t length);
+
 
 ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
                                   const ucp_sppln_priv_t *spriv,

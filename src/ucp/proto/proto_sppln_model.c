@@ -323,8 +323,8 @@ void ucp_sppln_staged_untrack(ucp_sppln_worker_t *sw)
 }
 
 /* Whether this buffer was staged before (and remember it if not) */
-static int ucp_sppln_staged_before(ucp_sppln_worker_t *sw, const void *buffer,
-                                   size_t length)
+int ucp_sppln_staged_before(ucp_sppln_worker_t *sw, const void *buffer,
+                            size_t length)
 {
     uintptr_t address = (uintptr_t)buffer;
     ucp_sppln_staged_t *entry;

@@ -73,6 +73,7 @@ ucs_status_t ucp_sppln_worker_state(ucp_worker_h worker,
         sw->free_groups[side] = UCS_MASK(sw->groups);
     }
 
+    ucp_sppln_staged_track(sw);
     worker->sppln = sw;
     *sw_p         = sw;
     return UCS_OK;
@@ -111,7 +112,6 @@ ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
     ucs_debug("worker %p: rndv/sppln staging %u groups x %d x %zu bytes, "
               "send %p recv %p", worker, sw->groups, UCP_SPPLN_NUM_SLOTS,
               sw->slot_size, sw->base[0], sw->base[1]);
-    ucp_sppln_staged_track(sw);
     *sw_p = sw;
     return UCS_OK;
 

@@ -70,34 +70,15 @@ int main(int argc, char **argv)
 {
     ucp_request_param_t param = {0};
     size_t sizes[64], max = 0, rkey_len;
-    int n_sizes = 0, n_first = 9, n_best = 20, c, i, parent;
+    int n_sizes, n_first = 9, n_best = 20, c = 0, i, parent;
     void *region, *rkey_buf;
     ucp_mem_map_params_t mp;
     ucp_mem_h memh;
     ucs_status_t status;
     uint64_t hdr[2];
-    size_t s;
     pid_t pid;
 
-    while ((c = getopt(argc, argv, "n:b:s:")) != -1) {
-        switch (c) {
-        case 'n': n_first = atoi(optarg); break;
-        case 'b': n_best = atoi(optarg); break;
-        case 's': sizes[n_sizes++] = strtoul(optarg, NULL, 0); break;
-        default:
-            fprintf(stderr, "usage: %s [-n first] [-b best] [-s size]...\n",
-                    argv[0]);
-            return 2;
-        }
-    }
-    if (n_sizes == 0) {
-        for (s = 16384; s <= 16 * 1024 * 1024; s *= 4) {
-            sizes[n_sizes++] = s;
-        }
-    }
-    if ((n_first < 1) || (n_first > 256)) {
-        n_first = 9;
-    }
+    n_sizes = first_use_options(argc, argv, sizes, 64, &n_first, &n_best);
     for (i = 0; i < n_sizes; ++i) {
         max = (sizes[i] > max) ? sizes[i] : max;
     }

@@ -83,29 +83,10 @@ static void run(int sender, size_t size, int n_first, int n_best)
 int main(int argc, char **argv)
 {
     size_t sizes[64];
-    int n_sizes = 0, n_first = 9, n_best = 20, c, i, sender;
-    size_t s;
+    int n_sizes, n_first = 9, n_best = 20, c = 0, i, sender;
     pid_t pid;
 
-    while ((c = getopt(argc, argv, "n:b:s:")) != -1) {
-        switch (c) {
-        case 'n': n_first = atoi(optarg); break;
-        case 'b': n_best = atoi(optarg); break;
-        case 's': sizes[n_sizes++] = strtoul(optarg, NULL, 0); break;
-        default:
-            fprintf(stderr, "usage: %s [-n first] [-b best] [-s size]...\n",
-                    argv[0]);
-            return 2;
-        }
-    }
-    if (n_sizes == 0) {
-        for (s = 16384; s <= 16 * 1024 * 1024; s *= 4) {
-            sizes[n_sizes++] = s;
-        }
-    }
-    if ((n_first < 1) || (n_first > 256)) {
-        n_first = 9;
-    }
+    n_sizes = first_use_options(argc, argv, sizes, 64, &n_first, &n_best);
 
     sender = pair_start(&pid);
     for (i = 0; i < n_sizes; ++i) {

@@ -99,6 +99,40 @@ static void *map(size_t size)
     return p;
 }
 
+/* The options of the first-use programs: [-n first] [-b best] [-s size]...
+ * (default 16 KiB..16 MiB by 4x); returns the number of sizes, or exits */
+static int first_use_options(int argc, char **argv, size_t *sizes,
+                             int max_sizes, int *n_first, int *n_best)
+{
+    int n_sizes = 0, c;
+    size_t s;
+
+    while ((c = getopt(argc, argv, "n:b:s:")) != -1) {
+        switch (c) {
+        case 'n': *n_first = atoi(optarg); break;
+        case 'b': *n_best = atoi(optarg); break;
+        case 's':
+            if (n_sizes < max_sizes) {
+                sizes[n_sizes++] = strtoul(optarg, NULL, 0);
+            }
+            break;
+        default:
+            fprintf(stderr, "usage: %s [-n first] [-b best] [-s size]...\n",
+                    argv[0]);
+            exit(2);
+        }
+    }
+    if (n_sizes == 0) {
+        for (s = 16384; s <= 16 * 1024 * 1024; s *= 4) {
+            sizes[n_sizes++] = s;
+        }
+    }
+    if ((*n_first < 1) || (*n_first > 256)) {
+        *n_first = 9;
+    }
+    return n_sizes;
+}
+
 /* Fork into the two ranks and connect them: returns 1 in the parent, 0 in
  * the child (whose pid the parent gets in *pid_p) */
 static int pair_start(pid_t *pid_p)

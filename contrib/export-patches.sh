@@ -72,7 +72,8 @@ done
 # 2. glue: the patch header (text before the first diff) is the message
 for p in "$top"/contrib/ucx-glue/*.patch; do
     [ -f "$p" ] || continue
-    patch -p1 -s --no-backup-if-mismatch < "$p"
+    # git apply, not patch: it refuses a malformed hunk
+    git apply -p1 "$p"
     msg=$(sed -n '/^\(diff \|--- \|Index: \)/q;p' "$p")
     [ -n "$msg" ] || msg="glue: $(basename "$p" .patch)"
     git add -A

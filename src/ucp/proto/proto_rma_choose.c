@@ -18,6 +18,7 @@
 #include <ucp/proto/proto_debug.h>
 #include <ucp/proto/proto_init.h>
 #include <ucp/proto/proto_multi.h>
+#include <ucp/proto/proto_select.inl>
 #include <ucp/rma/rma.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/string.h>
@@ -116,17 +117,19 @@ static double ucp_rma_choose_time(const ucp_rma_choose_perf_t *perf,
     return INFINITY; /* the protocol does not take this length */
 }
 
-/* The wrapped protocol's single-request estimate, in up to
+/* The wrapped protocol's estimate of the kind UCX selects by for these
+ * requests (single or multiple in flight), in up to
  * UCP_RMA_CHOOSE_MAX_RANGES ranges (the last one stretched to the end) */
 static void ucp_rma_choose_perf_set(ucp_rma_choose_perf_t *perf,
-                                    const ucp_proto_caps_t *caps)
+                                    const ucp_proto_caps_t *caps,
+                                    ucp_proto_perf_type_t perf_type)
 {
     unsigned i;
 
     perf->num_ranges = ucs_min(caps->num_ranges, UCP_RMA_CHOOSE_MAX_RANGES);
     for (i = 0; i < perf->num_ranges; ++i) {
         perf->ranges[i].max_length = caps->ranges[i].max_length;
-        perf->ranges[i].time = caps->ranges[i].perf[UCP_PROTO_PERF_TYPE_SINGLE];
+        perf->ranges[i].time       = caps->ranges[i].perf[perf_type];
     }
     if (perf->num_ranges > 0) {
         perf->ranges[perf->num_ranges - 1].max_length =
@@ -231,7 +234,9 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
                       init_params->proto_name);
             return UCS_ERR_NO_RESOURCE;
         }
-        ucp_rma_choose_perf_set(&cpriv->perf[which], &sub_caps[which]);
+        ucp_rma_choose_perf_set(&cpriv->perf[which], &sub_caps[which],
+                                ucp_proto_select_param_perf_type(
+                                        init_params->select_param));
     }
 
     /* only on the transports the superpipeline is enabled on */

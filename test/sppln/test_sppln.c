@@ -7,8 +7,9 @@
  * (rc_verbs: put, then an active message); registration failure (memlock)
  * falling back to the superpipeline; and a peer killed mid-transfer. And
  * RMA (put/choose, get/choose): puts and gets from and into fresh buffers
- * through each forced path and the automatic choice, the rcache hit, and
- * registration failure falling back to bcopy.
+ * through each forced path (bcopy, staged put, zcopy) and the automatic
+ * choice, the second put of a buffer, and registration failure falling back
+ * to bcopy.
  */
 #include "th_ucx.h"
 
@@ -25,14 +26,14 @@ typedef struct {
     uint64_t reg_fallback;
     uint64_t async_copies;
     uint64_t fresh[3];    /* kcopy, populate, fault */
-    uint64_t rma[2];      /* put/choose, get/choose: bcopy, zcopy */
+    uint64_t rma[3];      /* put/choose, get/choose: bcopy, zcopy, staged */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 
 enum { SP_BCOPY = 1, SP_SPPLN = 2, SP_ZCOPY = 3 };
 enum { SP_FRESH_KCOPY, SP_FRESH_POPULATE, SP_FRESH_FAULT };
-enum { SP_RMA_BCOPY, SP_RMA_ZCOPY };
+enum { SP_RMA_BCOPY, SP_RMA_ZCOPY, SP_RMA_STAGED };
 
 #define SPPLN_MB (1024ul * 1024ul)
 
@@ -727,6 +728,8 @@ TH_TEST_TIMEOUT(sppln, killed_peer_mid_transfer, 200)
 /* ---- RMA: put/choose and get/choose ---------------------------------- */
 
 #define SPPLN_RMA_REGION (72 * SPPLN_MB)
+#define SPPLN_RMA_BURST      16 /* puts in flight, more than staging groups */
+#define SPPLN_RMA_BURST_LEN  (128 * 1024)
 
 static const size_t sppln_rma_sizes[] = {
     4096, 65536 + 3, SPPLN_MB, 4 * SPPLN_MB + 5, 64 * SPPLN_MB
@@ -737,11 +740,74 @@ typedef struct {
     int        memlock; /* little locked memory, a put too large for it */
 } sppln_rma_arg_t;
 
-static uint64_t sppln_rma_zcopy(th_ucp_t *ucp)
+static uint64_t sppln_rma_count(th_ucp_t *ucp, int path)
 {
     const sppln_stats_t *st = ucp_proto_sppln_stats(ucp->worker);
 
-    return (st == NULL) ? 0 : st->rma[SP_RMA_ZCOPY];
+    return (st == NULL) ? 0 : st->rma[path];
+}
+
+/* The path the one RMA operation since the counts in before[] took */
+static int sppln_rma_path(th_ucp_t *ucp, const uint64_t *before)
+{
+    int path, taken = -1;
+
+    for (path = SP_RMA_BCOPY; path <= SP_RMA_STAGED; ++path) {
+        if (sppln_rma_count(ucp, path) != before[path]) {
+            TH_ASSERT_EQ(sppln_rma_count(ucp, path), before[path] + 1);
+            TH_ASSERT_EQ(taken, -1);
+            taken = path;
+        }
+    }
+    TH_ASSERT(taken >= 0);
+    return taken;
+}
+
+static void sppln_rma_counts(th_ucp_t *ucp, uint64_t *counts)
+{
+    int path;
+
+    for (path = SP_RMA_BCOPY; path <= SP_RMA_STAGED; ++path) {
+        counts[path] = sppln_rma_count(ucp, path);
+    }
+}
+
+static const char *sppln_rma_path_names[] = {"bcopy", "zcopy", "staged"};
+
+/* More puts in flight than staging groups, each from a fresh buffer: the
+ * ones that find no group take zcopy; all land (read back with a get) */
+static void sppln_rma_burst(th_ucp_t *ucp, uint64_t remote, ucp_rkey_h rkey)
+{
+    const size_t len = SPPLN_RMA_BURST_LEN;
+    ucp_request_param_t param = {0};
+    void *reqs[SPPLN_RMA_BURST];
+    uint8_t *src[SPPLN_RMA_BURST], *dst;
+    size_t map_len, map_len2;
+    int i;
+
+    for (i = 0; i < SPPLN_RMA_BURST; ++i) {
+        src[i] = sppln_map(len, &map_len) + 64;
+        th_fill_pattern(src[i], len, 900 + i);
+        reqs[i] = ucp_put_nbx(ucp->ep, src[i], len, remote + (i * len), rkey,
+                              &param);
+        TH_ASSERT(!UCS_PTR_IS_ERR(reqs[i]));
+    }
+    for (i = 0; i < SPPLN_RMA_BURST; ++i) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(ucp, reqs[i], 60.0));
+        munmap(src[i] - 64, map_len);
+    }
+    TH_ASSERT_UCS_OK(th_ucp_wait(ucp, ucp_ep_flush_nbx(ucp->ep, &param),
+                                 60.0));
+
+    dst = sppln_map(SPPLN_RMA_BURST * len, &map_len2);
+    TH_ASSERT_UCS_OK(th_ucp_wait(ucp, ucp_get_nbx(ucp->ep, dst,
+                                                  SPPLN_RMA_BURST * len,
+                                                  remote, rkey, &param),
+                                 60.0));
+    for (i = 0; i < SPPLN_RMA_BURST; ++i) {
+        TH_CHECK_PATTERN(dst + (i * len), len, 900 + i);
+    }
+    munmap(dst, map_len2);
 }
 
 /* Rank 0 exposes a region; rank 1 puts each size from a fresh mapping at an
@@ -755,11 +821,11 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     const sppln_stats_t *st;
     size_t i, off, len, map_len, map_len2;
     uint8_t *region, *src, *dst;
-    uint64_t remote, before;
+    uint64_t counts[3], remote;
     ucp_rkey_h rkey;
     ucp_mem_h memh;
     th_ucp_t ucp;
-    int zcopy;
+    int path;
 
     if (arg->memlock) {
         /* softverbs reads this again in a forked process, when it first
@@ -795,28 +861,32 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         len = sppln_rma_sizes[i];
         src = sppln_map(len, &map_len) + 64 + 5;
         th_fill_pattern(src, len, 500 + i);
-        before = sppln_rma_zcopy(&ucp);
+        sppln_rma_counts(&ucp, counts);
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_put_nbx(ucp.ep, src, len,
                                                        remote + off, rkey,
                                                        &param), 60.0));
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param),
                                      60.0));
-        zcopy = sppln_rma_zcopy(&ucp) > before;
+        path = sppln_rma_path(&ucp, counts);
         th_log("%s: put of %zu bytes from a fresh buffer: %s", arg->path,
-               len, zcopy ? "zcopy" : "bcopy");
+               len, sppln_rma_path_names[path]);
         if (!strcmp(arg->path, "auto") && (len >= SPPLN_MB)) {
-            /* more than one bcopy fragment: zcopy, as UCX would */
-            TH_ASSERT(zcopy);
+            /* more than one bcopy fragment: zcopy, or staged if it fits */
+            TH_ASSERT(path != SP_RMA_BCOPY);
+        } else if (!strcmp(arg->path, "sppln")) {
+            TH_ASSERT_EQ(path, (len <= 3 * SPPLN_MB) ? SP_RMA_STAGED :
+                                                       SP_RMA_BCOPY);
         }
 
-        /* a buffer that took zcopy is in the registration cache: its next
-         * put takes zcopy again, whatever its size */
-        if (zcopy) {
-            before = sppln_rma_zcopy(&ucp);
+        /* a buffer put before (in the registration cache, or staged once)
+         * goes zcopy the next time, whatever its size */
+        if (!arg->memlock && strcmp(arg->path, "bcopy") &&
+            strcmp(arg->path, "sppln")) {
+            sppln_rma_counts(&ucp, counts);
             TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_put_nbx(ucp.ep, src, len,
                                                            remote + off, rkey,
                                                            &param), 60.0));
-            TH_ASSERT_EQ(sppln_rma_zcopy(&ucp), before + 1);
+            TH_ASSERT_EQ(sppln_rma_path(&ucp, counts), SP_RMA_ZCOPY);
         }
 
         dst = sppln_map(len, &map_len2) + 64 + 3;
@@ -829,25 +899,38 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     }
     TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param),
                                  60.0));
+    if (!arg->memlock) {
+        sppln_rma_burst(&ucp, remote + off, rkey);
+    }
 
     st = ucp_proto_sppln_stats(ucp.worker);
-    th_log("%s: rma bcopy %llu zcopy %llu, registration fallbacks %llu",
-           arg->path, (unsigned long long)st->rma[SP_RMA_BCOPY],
+    th_log("%s: rma bcopy %llu zcopy %llu staged %llu, registration "
+           "fallbacks %llu", arg->path,
+           (unsigned long long)st->rma[SP_RMA_BCOPY],
            (unsigned long long)st->rma[SP_RMA_ZCOPY],
+           (unsigned long long)st->rma[SP_RMA_STAGED],
            (unsigned long long)st->reg_fallback);
     if (arg->memlock) {
         /* zcopy forced, the 64 MiB buffers cannot be registered */
         TH_ASSERT_GE(st->reg_fallback, 2);
         TH_ASSERT_GE(st->rma[SP_RMA_BCOPY], 2);
     } else if (!strcmp(arg->path, "bcopy")) {
-        TH_ASSERT_EQ(st->rma[SP_RMA_ZCOPY], 0);
-        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY], 2 * n);
+        TH_ASSERT_EQ(st->rma[SP_RMA_ZCOPY] + st->rma[SP_RMA_STAGED], 0);
+        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY], 2 * n + SPPLN_RMA_BURST + 1);
+    } else if (!strcmp(arg->path, "sppln")) {
+        /* puts of up to 3 MiB staged (or zcopy when all staging groups are
+         * taken); the larger ones and the gets bcopy */
+        TH_ASSERT_EQ(st->rma[SP_RMA_STAGED] + st->rma[SP_RMA_ZCOPY],
+                     3 + SPPLN_RMA_BURST);
+        TH_ASSERT_GE(st->rma[SP_RMA_STAGED], 3 + 1);
+        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY], 2 * n - 3 + 1);
     } else if (!strcmp(arg->path, "zcopy")) {
-        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY], 0);
-        TH_ASSERT_EQ(st->rma[SP_RMA_ZCOPY], 3 * n);
+        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY] + st->rma[SP_RMA_STAGED], 0);
+        TH_ASSERT_EQ(st->rma[SP_RMA_ZCOPY], 3 * n + SPPLN_RMA_BURST + 1);
     } else {
-        /* a put or a get that took zcopy was followed by another put */
-        TH_ASSERT_GE(st->rma[SP_RMA_BCOPY] + st->rma[SP_RMA_ZCOPY], 2 * n);
+        /* every put was followed by another; then the burst */
+        TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY] + st->rma[SP_RMA_ZCOPY] +
+                     st->rma[SP_RMA_STAGED], 3 * n + SPPLN_RMA_BURST + 1);
     }
 
     len = 0;
@@ -867,6 +950,7 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
 SPPLN_RMA_TEST(auto)
 SPPLN_RMA_TEST(bcopy)
+SPPLN_RMA_TEST(sppln)
 SPPLN_RMA_TEST(zcopy)
 
 TH_TEST_TIMEOUT(sppln, rma_memlock_falls_back, 120)

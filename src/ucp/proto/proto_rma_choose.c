@@ -43,13 +43,16 @@
  *    transfer when its pages are not resident, and for bcopy the faults its
  *    copy takes on such pages, all from the device's measured model
  *    (ucs/calib);
- *  - a larger first use: zcopy. Neither UCX's bcopy estimate nor the model
- *    counts the cost of each further fragment (on softverbs a system call
- *    per fragment, which put bcopy of 256 KiB and more to half the
- *    bandwidth of registering); the superpipeline's staging would;
+ *  - a larger first use: zcopy, or for a put that fits in a staging group
+ *    and whose copy costs less than its registration by the model, the
+ *    superpipelined staged put (proto_rma_staged.c). UCX's bcopy is not
+ *    chosen there: neither its estimate nor the model counts the cost of
+ *    each further 8 KiB fragment (on softverbs a system call each, which put
+ *    bcopy of 256 KiB and more at half the bandwidth of registering);
  *  - a buffer the zcopy path could not register (e.g. RLIMIT_MEMLOCK
  *    exhausted): bcopy.
- * UCX_HCR_SPPLN_PATH forces zcopy (zcopy) or bcopy (bcopy, sppln).
+ * UCX_HCR_SPPLN_PATH forces zcopy (zcopy), bcopy (bcopy) or, for puts that
+ * fit in a staging group, the staged put (sppln; bcopy otherwise).
  * ucp_proto_sppln_stats() counts the choices.
  *
  * The two wrapped protocols are initialized into this protocol's private
@@ -58,6 +61,7 @@
 
 
 #define UCP_RMA_CHOOSE_MAX_RANGES 4
+#define UCP_RMA_CHOOSE_WRAPPED    2 /* UCX's bcopy and zcopy protocols */
 
 
 /* A wrapped protocol's estimate: seconds = c + m * length, by range */
@@ -73,13 +77,14 @@ typedef struct {
 typedef struct {
     /* the wrapped protocols as selected ones; filled at the first request,
      * since this private space moves after initialization */
-    ucp_proto_config_t    sub[UCP_RMA_CHOOSE_LAST];
+    ucp_proto_config_t    sub[UCP_RMA_CHOOSE_WRAPPED];
     int                   sub_ready;
-    size_t                sub_offset[UCP_RMA_CHOOSE_LAST];
-    ucp_rma_choose_perf_t perf[UCP_RMA_CHOOSE_LAST];
+    size_t                sub_offset[UCP_RMA_CHOOSE_WRAPPED];
+    ucp_rma_choose_perf_t perf[UCP_RMA_CHOOSE_WRAPPED];
     int                   have_model;
-    ucs_linear_func_t     reg_time[UCS_CALIB_PAGES_LAST];
-    ucs_linear_func_t     copy_fault;
+    ucs_calib_model_t     model;
+    size_t                c0;             /* staged put schedule */
+    double                q;
     size_t                bcopy_max_frag; /* one bcopy fragment */
     /* then the wrapped protocols' private data, at sub_offset[] */
 } ucp_rma_choose_priv_t;
@@ -143,7 +148,7 @@ static void ucp_rma_choose_model(ucp_rma_choose_priv_t *cpriv,
                                  const char *md_name)
 {
     char dev[UCS_CALIB_DEV_NAME_MAX];
-    ucs_calib_model_t model;
+    ucs_calib_derived_t derived;
     char *colon;
 
     ucs_strncpy_zero(dev, md_name, sizeof(dev));
@@ -152,18 +157,14 @@ static void ucp_rma_choose_model(ucp_rma_choose_priv_t *cpriv,
         *colon = '\0';
     }
 
-    cpriv->have_model = (ucs_calib_find(dev, &model, NULL) == UCS_OK);
+    cpriv->have_model = (ucs_calib_find(dev, &cpriv->model, NULL) == UCS_OK);
     if (!cpriv->have_model) {
         return;
     }
 
-    cpriv->reg_time[UCS_CALIB_PAGES_RESIDENT] =
-            ucs_linear_func_add(model.reg[UCS_CALIB_PAGES_RESIDENT],
-                                model.dereg);
-    cpriv->reg_time[UCS_CALIB_PAGES_NONRESIDENT] =
-            ucs_linear_func_add3(model.reg[UCS_CALIB_PAGES_NONRESIDENT],
-                                 model.dereg, model.xfer_fault);
-    cpriv->copy_fault = model.copy_fault;
+    ucs_calib_derive(&cpriv->model, &derived);
+    cpriv->c0 = derived.sp_c0;
+    cpriv->q  = derived.sp_q;
 }
 
 /* The smallest length from which UCX's zcopy estimate beats its bcopy one */
@@ -196,7 +197,7 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
     ucp_operation_id_t op_id      = init_params->select_param->op_id;
     ucp_context_h context         = init_params->worker->context;
     ucp_rma_choose_priv_t *cpriv  = init_params->priv;
-    ucp_proto_caps_t sub_caps[UCP_RMA_CHOOSE_LAST];
+    ucp_proto_caps_t sub_caps[UCP_RMA_CHOOSE_WRAPPED];
     ucp_proto_init_params_t sub_params;
     const ucp_proto_multi_priv_t *mpriv;
     size_t offset, sub_size;
@@ -215,7 +216,7 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
 
     /* both of UCX's protocols, side by side in this private space */
     offset = sizeof(*cpriv);
-    for (which = 0; which < UCP_RMA_CHOOSE_LAST; ++which) {
+    for (which = 0; which < UCP_RMA_CHOOSE_WRAPPED; ++which) {
         sub_params            = *init_params;
         sub_params.priv       = UCS_PTR_BYTE_OFFSET(cpriv, offset);
         sub_params.priv_size  = &sub_size;
@@ -278,11 +279,16 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
     const ucp_sppln_config_t *cfg = ucp_sppln_config();
     void *buffer                  = req->send.state.dt_iter.type.contig.buffer;
     size_t length                 = req->send.state.dt_iter.length;
-    double t_bcopy, t_zcopy;
+    ucp_operation_id_t op_id      = req->send.proto_config->select_param.op_id;
+    double t_bcopy, t_zcopy, t_reg;
     ucs_calib_pages_t pages;
 
     if (cfg->path == UCP_SPPLN_PATH_ZCOPY) {
         return UCP_RMA_CHOOSE_ZCOPY;
+    } else if (cfg->path == UCP_SPPLN_PATH_SPPLN) {
+        return ((op_id == UCP_OP_ID_PUT) &&
+                (length <= (UCP_SPPLN_NUM_SLOTS * cfg->slot_size))) ?
+               UCP_RMA_CHOOSE_STAGED : UCP_RMA_CHOOSE_BCOPY;
     } else if (cfg->path != UCP_SPPLN_PATH_AUTO) {
         return UCP_RMA_CHOOSE_BCOPY;
     }
@@ -298,19 +304,27 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
         return UCP_RMA_CHOOSE_ZCOPY;
     }
 
+    pages = ucp_sppln_pages(buffer);
+    t_reg = ucs_calib_reg_time(&cpriv->model, length, pages);
+
     /* UCX's bcopy estimate counts nothing per fragment beyond the copy,
      * and neither does the measured model (its network gap is a loopback's):
-     * only where one fragment carries the message is it a fair estimate */
+     * only where one fragment carries the message is it a fair estimate.
+     * A larger put can be staged in a few large chunks instead, whose
+     * transfer costs what zcopy's does: the copy against the registration
+     * decides. */
     if (length > cpriv->bcopy_max_frag) {
-        return UCP_RMA_CHOOSE_ZCOPY;
+        return ((op_id == UCP_OP_ID_PUT) &&
+                (length <= (UCP_SPPLN_NUM_SLOTS * cfg->slot_size)) &&
+                (ucs_calib_copy_time(&cpriv->model, length, pages) < t_reg)) ?
+               UCP_RMA_CHOOSE_STAGED : UCP_RMA_CHOOSE_ZCOPY;
     }
 
-    pages   = ucp_sppln_pages(buffer);
     t_bcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_BCOPY], length);
     t_zcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_ZCOPY], length) +
-              ucs_linear_func_apply(cpriv->reg_time[pages], length);
+              t_reg;
     if (pages == UCS_CALIB_PAGES_NONRESIDENT) {
-        t_bcopy += ucs_linear_func_apply(cpriv->copy_fault, length);
+        t_bcopy += ucs_linear_func_apply(cpriv->model.copy_fault, length);
     }
 
     ucs_trace_req("req %p: %zu bytes, %s pages: bcopy %.2f us, register and "
@@ -349,6 +363,29 @@ static int ucp_rma_choose_can_register(ucp_request_t *req,
     return 1;
 }
 
+/* The staged put, on the zcopy protocol's lane */
+static ucs_status_t
+ucp_rma_choose_staged_progress(ucp_request_t *req,
+                               const ucp_rma_choose_priv_t *cpriv)
+{
+    const ucp_proto_multi_priv_t *mpriv =
+            UCS_PTR_BYTE_OFFSET(cpriv,
+                                cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
+    const ucp_proto_common_lane_priv_t *lpriv = &mpriv->lanes[0].super;
+
+    return ucp_rma_staged_progress(req, lpriv->lane, lpriv->md_index,
+                                   lpriv->rkey_index, cpriv->c0, cpriv->q);
+}
+
+static void ucp_rma_choose_abort(ucp_request_t *req, ucs_status_t status)
+{
+    if (req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) {
+        ucp_rma_staged_abort(req, status); /* a staged put */
+    } else {
+        ucp_proto_request_bcopy_abort(req, status); /* not started */
+    }
+}
+
 static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
 {
     ucp_request_t *req = ucs_container_of(self, ucp_request_t, send.uct);
@@ -356,9 +393,15 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
             (ucp_rma_choose_priv_t*)req->send.proto_config->priv;
     ucp_operation_id_t op_id =
             req->send.proto_config->select_param.op_id;
+    const ucp_proto_multi_priv_t *mpriv;
     ucp_sppln_worker_t *sw;
     ucs_status_t status;
     unsigned which;
+
+    if (req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) {
+        /* a staged put, again after UCS_ERR_NO_RESOURCE */
+        return ucp_rma_choose_staged_progress(req, cpriv);
+    }
 
     status = ucp_sppln_worker_state(req->send.ep->worker, &sw);
     if (status != UCS_OK) {
@@ -367,7 +410,7 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
     }
 
     if (!cpriv->sub_ready) {
-        for (which = 0; which < UCP_RMA_CHOOSE_LAST; ++which) {
+        for (which = 0; which < UCP_RMA_CHOOSE_WRAPPED; ++which) {
             cpriv->sub[which]       = *req->send.proto_config;
             cpriv->sub[which].proto = ucp_rma_choose_protos(op_id, which);
             cpriv->sub[which].priv  =
@@ -377,6 +420,21 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
     }
 
     which = ucp_rma_choose_which(req, cpriv, sw);
+    if (which == UCP_RMA_CHOOSE_STAGED) {
+        mpriv  = UCS_PTR_BYTE_OFFSET(cpriv,
+                                     cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
+        status = ucp_rma_staged_start(req, sw, mpriv->lanes[0].super.md_index,
+                                      mpriv->lanes[0].max_frag);
+        if (status == UCS_OK) {
+            ++sw->stats.rma[which];
+            return ucp_rma_choose_staged_progress(req, cpriv);
+        }
+        ucs_debug("req %p: no staging for a put of %zu bytes (%s), "
+                  "registering it", req, req->send.state.dt_iter.length,
+                  ucs_status_string(status));
+        which = UCP_RMA_CHOOSE_ZCOPY;
+    }
+
     if ((which == UCP_RMA_CHOOSE_ZCOPY) &&
         !ucp_rma_choose_can_register(req, cpriv,
                                      (op_id == UCP_OP_ID_PUT) ?
@@ -429,7 +487,7 @@ ucp_proto_t ucp_put_choose_proto = {
     .init     = ucp_rma_choose_init,
     .query    = ucp_rma_choose_query,
     .progress = {ucp_rma_choose_progress},
-    .abort    = ucp_proto_request_bcopy_abort
+    .abort    = ucp_rma_choose_abort
 };
 
 ucp_proto_t ucp_get_choose_proto = {

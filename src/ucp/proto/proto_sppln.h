@@ -31,8 +31,8 @@
  *  proto_sppln_send.c     the protocol (sender side)
  *  proto_sppln_recv.c     the receiver side, started by a flagged RTS
  *  proto_rma_choose.c     the same per-message choice for RMA put and get
- *                         (bcopy or zcopy; nothing for a superpipeline to
- *                         hide there)
+ *                         (bcopy, zcopy, or for a put the staging)
+ *  proto_rma_staged.c     a put superpipelined through the send staging
  */
 
 
@@ -148,10 +148,22 @@ typedef struct {
 
 /* The paths of put/choose and get/choose (proto_rma_choose.c) */
 enum {
-    UCP_RMA_CHOOSE_BCOPY, /* UCX's put/get offload bcopy */
-    UCP_RMA_CHOOSE_ZCOPY, /* UCX's put/get offload zcopy */
+    UCP_RMA_CHOOSE_BCOPY,  /* UCX's put/get offload bcopy */
+    UCP_RMA_CHOOSE_ZCOPY,  /* UCX's put/get offload zcopy */
+    UCP_RMA_CHOOSE_STAGED, /* put: superpipelined through staging
+                              (proto_rma_staged.c) */
     UCP_RMA_CHOOSE_LAST
 };
+
+
+/* A send staging group lent to staged puts (proto_rma_staged.c): it
+ * returns when the last put from it completed */
+typedef struct {
+    uct_completion_t comp;   /* the puts in flight, and one more until all
+                                of the message's are posted */
+    ucp_worker_h     worker;
+    int              group;
+} ucp_sppln_rma_group_t;
 
 
 /* Counters of the paths taken, for tests and the debug log */
@@ -196,6 +208,7 @@ typedef struct ucp_sppln_worker {
     ucp_sppln_fresh_t  fresh_copy;   /* receiver: how it copies into
                                         untouched pages, after fallbacks */
     int                copy_engine_failed; /* do not try again */
+    ucp_sppln_rma_group_t rma[UCP_SPPLN_MAX_GROUPS]; /* staged puts */
 } ucp_sppln_worker_t;
 
 
@@ -273,6 +286,10 @@ ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
 
 void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched);
 
+/* The size of the chunk at offset (a chunk boundary) of the same schedule */
+size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
+                             double q, size_t slot_size, size_t sub_size);
+
 /* Residency of a buffer, judged by its first page */
 ucs_calib_pages_t ucp_sppln_pages(const void *buffer);
 
@@ -302,6 +319,18 @@ void ucp_sppln_perf(const ucp_sppln_priv_t *spriv, ucp_proto_caps_t *caps,
 
 extern const char *ucp_sppln_path_names[];
 extern const char *ucp_sppln_fresh_names[];
+
+
+/* proto_rma_staged.c */
+ucs_status_t ucp_rma_staged_start(ucp_request_t *req, ucp_sppln_worker_t *sw,
+                                  ucp_md_index_t md_index, size_t max_frag);
+
+ucs_status_t ucp_rma_staged_progress(ucp_request_t *req, ucp_lane_index_t lane,
+                                     ucp_md_index_t md_index,
+                                     ucp_md_index_t rkey_index, size_t c0,
+                                     double q);
+
+void ucp_rma_staged_abort(ucp_request_t *req, ucs_status_t status);
 
 
 /* proto_sppln_staging.c */

@@ -174,6 +174,34 @@ const ucp_sppln_config_t *ucp_sppln_config(void)
     return ucp_sppln_cfg_valid ? &ucp_sppln_cfg : NULL;
 }
 
+/* The next chunk of a schedule: chunk bytes wanted (growing by q), whole
+ * sub-blocks, at most a slot and what is left */
+static size_t ucp_sppln_sched_step(double *chunk, double q, size_t slot_size,
+                                   size_t sub_size, size_t left)
+{
+    size_t size = ucs_min((size_t)*chunk, slot_size);
+
+    size    = ucs_min(ucs_align_up(size, sub_size), slot_size);
+    *chunk *= q;
+    return ucs_min(size, left);
+}
+
+size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
+                             double q, size_t slot_size, size_t sub_size)
+{
+    double chunk = c0;
+    size_t pos   = 0;
+    size_t size;
+
+    do {
+        size = ucp_sppln_sched_step(&chunk, q, slot_size, sub_size,
+                                    length - pos);
+        pos += size;
+    } while (pos <= offset);
+
+    return size;
+}
+
 ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
                                   ucp_sppln_path_t path, size_t c0, double q,
                                   size_t slot_size, size_t sub_size)
@@ -200,12 +228,10 @@ ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
 
     offset = 0;
     for (n = 0; offset < length; ++n) {
-        size = ucs_min((size_t)chunk, slot_size);
-        size = ucs_min(ucs_align_up(size, sub_size), slot_size);
-        size = ucs_min(size, length - offset);
+        size = ucp_sppln_sched_step(&chunk, q, slot_size, sub_size,
+                                    length - offset);
         sched->offset[n] = offset;
         offset          += size;
-        chunk           *= q;
     }
     sched->offset[n] = length;
     sched->n_chunks  = n;

@@ -1,8 +1,9 @@
 #!/bin/bash
 # RMA put and get from and into buffers never used before, against reused
 # ones (issue 6: put/choose and get/choose), side by side in one run
-# (bench/rma-first-use.c): hcr automatic, hcr forced bcopy and forced zcopy
-# (UCX_HCR_SPPLN_PATH), rc_verbs with its registration cache. Each
+# (bench/rma-first-use.c): hcr automatic, hcr forced bcopy, forced staged put
+# (gets bcopy) and forced zcopy (UCX_HCR_SPPLN_PATH), rc_verbs with its
+# registration cache. Each
 # configuration runs RUNS times (default 3); the table shows medians and the
 # first-use ratio hcr-auto / rc_verbs. Writes bench/results/rma-first-use.txt.
 # Extra environment (e.g. SOFTVERBS_REG_COST_US=20) is passed through; with
@@ -10,17 +11,18 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 RUNS=${RUNS:-3}
-SIZES=${SIZES:-2048 8192 65536 1048576 4194304}
+SIZES=${SIZES:-2048 8192 65536 262144 1048576 4194304}
 bench_prepare
 bench_cc_ucp "$tmp/rfu" "$bench_top/bench/rma-first-use.c"
 
 declare -A cfg=(
     [hcr-auto]="UCX_TLS=hcr"
     [hcr-bcopy]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=bcopy"
+    [hcr-staged]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=sppln"
     [hcr-zcopy]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=zcopy"
     [rcv-rcache]="UCX_TLS=rc_v"
 )
-names="hcr-auto hcr-bcopy hcr-zcopy rcv-rcache"
+names="hcr-auto hcr-bcopy hcr-staged hcr-zcopy rcv-rcache"
 size_args=$(for s in $SIZES; do printf -- '-s %s ' "$s"; done)
 
 section() {  # section EXTRA_ENV: one table on stdout

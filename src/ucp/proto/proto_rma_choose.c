@@ -29,12 +29,12 @@
  * zero-copy for RMA, from measured costs.
  *
  * UCX picks put/get bcopy or zcopy by message size alone, and its zcopy
- * estimate assumes the registration cache holds the buffer. For RMA the
- * superpipeline has nothing to hide (the target's memory is the
- * application's, registered already, and nothing is copied out there), but
- * the registration of the local buffer is the same hidden cost as for a
- * send. So this protocol wraps UCX's own put (get) offload bcopy and zcopy
- * protocols and picks one per message:
+ * estimate assumes the registration cache holds the buffer. The target's
+ * memory is the application's, registered already, so RMA has no receiver
+ * side to stage through; but the registration of the local buffer is the
+ * same hidden cost as for a send. So this protocol wraps UCX's own put (get)
+ * offload bcopy and zcopy protocols, adds a staged put (the sender half of
+ * the superpipeline), and picks one per message:
  *  - the buffer is in UCP's registration cache, or was copied before (and
  *    so is likely to be used again): zcopy;
  *  - a first use that one bcopy fragment carries: the one with the lower

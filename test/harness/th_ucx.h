@@ -91,6 +91,13 @@ void th_ucp_am_recv_data(th_ucp_t *ucp, void *data_desc, void *buf,
 /* Flush, close the endpoint and destroy worker and context */
 void th_ucp_cleanup(th_ucp_t *ucp);
 
+/*
+ * Create a context with these features and a worker, keeping UCP's warnings
+ * about unused UCX_* variables in buf, and clean up. Only the first worker
+ * of a process warns.
+ */
+void th_ucp_unused_vars(uint64_t features, char *buf, size_t max);
+
 /* Map an existing buffer for RMA; fails the test on error */
 ucp_mem_h th_ucp_mem_map(th_ucp_t *ucp, void *address, size_t length);
 

@@ -21,12 +21,9 @@
 #include "th_ucx.h"
 
 #include <ucp/api/ucpx_rvma.h>
-#include <ucs/debug/log_def.h>
 
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -1354,30 +1351,10 @@ TH_TEST_TIMEOUT(rvma, example_halo, 120)
 
 /* ---- UCX_HCR_RVMA_* count as used when a worker starts ------------------ */
 
-static char rvma_unused_log[1024];
-
-static ucs_log_func_rc_t
-rvma_unused_log_handler(const char *file, unsigned line, const char *function,
-                        ucs_log_level_t level,
-                        const ucs_log_component_config_t *comp_conf,
-                        const char *message, va_list ap)
-{
-    size_t len = strlen(rvma_unused_log);
-    va_list aq;
-
-    if (strstr(message, "unused env") != NULL) {
-        va_copy(aq, ap);
-        vsnprintf(rvma_unused_log + len, sizeof(rvma_unused_log) - len,
-                  message, aq);
-        va_end(aq);
-    }
-    return UCS_LOG_FUNC_RC_CONTINUE;
-}
-
 TH_TEST(rvma, config_vars_used)
 {
     const char *warn = getenv("UCX_WARN_UNUSED_ENV_VARS");
-    th_ucp_t ucp;
+    char unused[1024];
 
     if ((warn != NULL) && (strchr("nN0", warn[0]) != NULL)) {
         TH_SKIP("UCX_WARN_UNUSED_ENV_VARS=%s: UCP reports no unused "
@@ -1391,11 +1368,8 @@ TH_TEST(rvma, config_vars_used)
     setenv("UCX_TLS", "tcp", 1);
     setenv("UCX_HCR_RVMA_FAST_MAX", "8k", 1);
     setenv("UCX_HCR_RVMA_FASTMAX", "8k", 1);
-    ucs_log_push_handler(rvma_unused_log_handler);
-    th_ucp_init(&ucp, UCP_FEATURE_AM);
-    ucs_log_pop_handler();
-    th_log("%s", rvma_unused_log);
-    TH_ASSERT(strstr(rvma_unused_log, "UCX_HCR_RVMA_FASTMAX") != NULL);
-    TH_ASSERT(strstr(rvma_unused_log, "UCX_HCR_RVMA_FAST_MAX") == NULL);
-    th_ucp_cleanup(&ucp);
+    th_ucp_unused_vars(UCP_FEATURE_AM, unused, sizeof(unused));
+    th_log("%s", unused);
+    TH_ASSERT(strstr(unused, "UCX_HCR_RVMA_FASTMAX") != NULL);
+    TH_ASSERT(strstr(unused, "UCX_HCR_RVMA_FAST_MAX") == NULL);
 }

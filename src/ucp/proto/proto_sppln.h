@@ -399,4 +399,7 @@ int ucp_proto_sppln_ats(ucp_worker_h worker, const ucp_reply_hdr_t *rephdr);
  */
 const ucp_sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 
+/* Notes the UCX_HCR_SPPLN_* variables as used (ucp_worker_create()) */
+void ucp_proto_sppln_config_mark_used(void);
+
 #endif

@@ -567,15 +567,17 @@ void ucp_sppln_perf(const ucp_sppln_priv_t *spriv, ucp_proto_caps_t *caps,
     }
 }
 
-/* Parse the variables once when libucp loads, so that ucp_init() does not
- * warn about them as unused; the values are read at first use, so that a
- * process can still set them before it creates its first endpoint */
-UCS_STATIC_INIT {
+/* The values are read at first use, so that a process can still set them
+ * before it creates its first endpoint; a worker notes them as used when it
+ * starts, before UCP warns about unused variables (parsing notes them; its
+ * errors are reported at the first use) */
+void ucp_proto_sppln_config_mark_used(void)
+{
     ucp_sppln_config_t config;
 
     if (ucs_config_parser_fill_opts(&config, ucp_sppln_config_table,
                                     UCS_DEFAULT_ENV_PREFIX, "HCR_SPPLN_",
-                                    0) == UCS_OK) {
+                                    1) == UCS_OK) {
         ucs_config_parser_release_opts(&config, ucp_sppln_config_table);
     }
 }

@@ -256,3 +256,25 @@ void th_ucp_unused_vars(uint64_t features, char *buf, size_t max)
     ucs_log_pop_handler();
     th_ucp_cleanup(&ucp);
 }
+
+void th_ucp_assert_var_used(uint64_t features, const char *name,
+                            const char *value, const char *misspelt)
+{
+    const char *warn = getenv("UCX_WARN_UNUSED_ENV_VARS");
+    char unused[1024];
+
+    if ((warn != NULL) && (strchr("nN0", warn[0]) != NULL)) {
+        TH_SKIP("UCX_WARN_UNUSED_ENV_VARS=%s: UCP reports no unused "
+                "variables", warn);
+    }
+
+    /* set after UCX read its configuration (in the test runner), as a
+     * program would before its first worker */
+    setenv("UCX_TLS", "tcp", 1);
+    setenv(name, value, 1);
+    setenv(misspelt, value, 1);
+    th_ucp_unused_vars(features, unused, sizeof(unused));
+    th_log("%s", unused);
+    TH_ASSERT(strstr(unused, misspelt) != NULL);
+    TH_ASSERT(strstr(unused, name) == NULL);
+}

@@ -98,6 +98,14 @@ void th_ucp_cleanup(th_ucp_t *ucp);
  */
 void th_ucp_unused_vars(uint64_t features, char *buf, size_t max);
 
+/*
+ * Set name=value and, misspelt, misspelt=value (with UCX_TLS=tcp), create a
+ * worker: UCP must report the misspelt variable as unused, not the other.
+ * Skips where UCX_WARN_UNUSED_ENV_VARS=n.
+ */
+void th_ucp_assert_var_used(uint64_t features, const char *name,
+                            const char *value, const char *misspelt);
+
 /* Map an existing buffer for RMA; fails the test on error */
 ucp_mem_h th_ucp_mem_map(th_ucp_t *ucp, void *address, size_t length);
 

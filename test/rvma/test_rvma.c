@@ -1353,23 +1353,8 @@ TH_TEST_TIMEOUT(rvma, example_halo, 120)
 
 TH_TEST(rvma, config_vars_used)
 {
-    const char *warn = getenv("UCX_WARN_UNUSED_ENV_VARS");
-    char unused[1024];
-
-    if ((warn != NULL) && (strchr("nN0", warn[0]) != NULL)) {
-        TH_SKIP("UCX_WARN_UNUSED_ENV_VARS=%s: UCP reports no unused "
-                "variables", warn);
-    }
-
-    /* set after UCX read its configuration (in the test runner), as a
-     * program would before its first worker; RVMA reads its variables at its
-     * first call, after UCP warned about unused ones: the set one must not
-     * be reported, a misspelt one must */
-    setenv("UCX_TLS", "tcp", 1);
-    setenv("UCX_HCR_RVMA_FAST_MAX", "8k", 1);
-    setenv("UCX_HCR_RVMA_FASTMAX", "8k", 1);
-    th_ucp_unused_vars(UCP_FEATURE_AM, unused, sizeof(unused));
-    th_log("%s", unused);
-    TH_ASSERT(strstr(unused, "UCX_HCR_RVMA_FASTMAX") != NULL);
-    TH_ASSERT(strstr(unused, "UCX_HCR_RVMA_FAST_MAX") == NULL);
+    /* RVMA reads its variables at its first call, after UCP warned about
+     * unused ones */
+    th_ucp_assert_var_used(UCP_FEATURE_AM, "UCX_HCR_RVMA_FAST_MAX", "8k",
+                           "UCX_HCR_RVMA_FASTMAX");
 }

@@ -193,11 +193,12 @@ size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
     size_t pos   = 0;
     size_t size;
 
+    ucs_assert(offset < length);
     do {
         size = ucp_sppln_sched_step(&chunk, q, slot_size, sub_size,
                                     length - pos);
         pos += size;
-    } while (pos <= offset);
+    } while ((pos <= offset) && (size > 0));
 
     return size;
 }

@@ -271,10 +271,11 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
     return UCS_OK;
 }
 
-/* Which protocol moves this message */
+/* Which protocol moves this message; *cached_p: the buffer is registered
+ * in UCP's cache already */
 static unsigned ucp_rma_choose_which(ucp_request_t *req,
                                      const ucp_rma_choose_priv_t *cpriv,
-                                     ucp_sppln_worker_t *sw)
+                                     ucp_sppln_worker_t *sw, int *cached_p)
 {
     const ucp_sppln_config_t *cfg = ucp_sppln_config();
     void *buffer                  = req->send.state.dt_iter.type.contig.buffer;
@@ -283,6 +284,7 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
     double t_bcopy, t_zcopy, t_reg;
     ucs_calib_pages_t pages;
 
+    *cached_p = 0;
     if (cfg->path == UCP_SPPLN_PATH_ZCOPY) {
         return UCP_RMA_CHOOSE_ZCOPY;
     } else if (cfg->path == UCP_SPPLN_PATH_SPPLN) {
@@ -293,8 +295,10 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
         return UCP_RMA_CHOOSE_BCOPY;
     }
 
-    if (ucp_sppln_rcache_hit(req->send.ep->worker->context, buffer, length) ||
-        !cpriv->have_model) {
+    if (ucp_sppln_rcache_hit(req->send.ep->worker->context, buffer, length)) {
+        *cached_p = 1;
+        return UCP_RMA_CHOOSE_ZCOPY;
+    } else if (!cpriv->have_model) {
         return UCP_RMA_CHOOSE_ZCOPY; /* what UCX would do */
     }
 
@@ -397,6 +401,7 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
     ucp_sppln_worker_t *sw;
     ucs_status_t status;
     unsigned which;
+    int cached;
 
     if (req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) {
         /* a staged put, again after UCS_ERR_NO_RESOURCE */
@@ -419,7 +424,7 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
         cpriv->sub_ready = 1;
     }
 
-    which = ucp_rma_choose_which(req, cpriv, sw);
+    which = ucp_rma_choose_which(req, cpriv, sw, &cached);
     if (which == UCP_RMA_CHOOSE_STAGED) {
         mpriv  = UCS_PTR_BYTE_OFFSET(cpriv,
                                      cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
@@ -435,7 +440,8 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
         which = UCP_RMA_CHOOSE_ZCOPY;
     }
 
-    if ((which == UCP_RMA_CHOOSE_ZCOPY) &&
+    /* a cached buffer is registered: trying again would cost a lookup */
+    if ((which == UCP_RMA_CHOOSE_ZCOPY) && !cached &&
         !ucp_rma_choose_can_register(req, cpriv,
                                      (op_id == UCP_OP_ID_PUT) ?
                                      UCT_MD_MEM_ACCESS_LOCAL_READ :

@@ -219,6 +219,7 @@ typedef struct {
     double      link_gbps;        /* 0: link model off */
     double      link_lat_us;
     int         create_dev_node;
+    int         loopback_kernel;  /* same-process transfers by the kernel */
     char        shm_name[128];
     /* network data path (sv_net.c): IPv4 address of each device, network
      * order; net_naddr == 0: this host only */

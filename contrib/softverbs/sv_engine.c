@@ -152,7 +152,7 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
     if (total == 0) {
         return 0;
     }
-    if (pid == sv_g.pid) {
+    if ((pid == sv_g.pid) && !sv_g.cfg.loopback_kernel) {
         if (to_remote && (total > SV_TAIL_BYTES) && (rn <= SV_MAX_SGE)) {
             rn = sv_iov_split_tail(r, rn, total, split, &tail);
             sv_iov_copy_tail_last(split, rn, tail, l, ln, total);

@@ -123,6 +123,8 @@ void sv_config_load(sv_config_t *cfg)
     cfg->link_gbps   = sv_env_double("SOFTVERBS_LINK_GBPS", 0);
     cfg->link_lat_us = sv_env_double("SOFTVERBS_LINK_LAT_US", 0);
     cfg->create_dev_node = (int)sv_env_double("SOFTVERBS_DEV_NODE", 1);
+    s = getenv("SOFTVERBS_LOOPBACK");
+    cfg->loopback_kernel = !(s && !strcmp(s, "memcpy"));
 
     s = getenv("SOFTVERBS_SHM_NAME");
     if (s && *s) {

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 TH_TEST(softverbs, device_attrs)
 {
@@ -839,6 +840,96 @@ TH_TEST(softverbs, many_qps)
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
     free(buf);
+}
+
+/* ---------------------------------------------------------------------- */
+
+#define LOOPBACK_LEN (64 * 1024 + 1)
+
+/* Two connected QPs of one process, with SOFTVERBS_LOOPBACK = arg: data
+ * placed exactly by a write and a read; with the kernel's copy (the
+ * default, so that a calibration's loopback costs what the fabric does) a
+ * write into pages the process cannot write fails with an error completion,
+ * where memcpy would have crashed the process */
+static void loopback_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    const char *mode = arg;
+    size_t page      = (size_t)sysconf(_SC_PAGESIZE);
+    struct ibv_qp *qp[2];
+    struct ibv_mr *mr, *ro_mr;
+    struct ibv_qp_init_attr qa;
+    svt_ep_t ep, tmp;
+    svt_info_t info;
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    uint8_t *buf, *ro;
+    size_t i;
+
+    setenv("SOFTVERBS_LOOPBACK", mode, 1);
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    memset(&qa, 0, sizeof(qa));
+    qa.send_cq = qa.recv_cq = ep.scq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    qp[0] = ep.qp;
+    qp[1] = ibv_create_qp(ep.pd, &qa);
+    TH_ASSERT(qp[1] != NULL);
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.ctx = ep.ctx;
+    for (i = 0; i < 2; ++i) {
+        tmp.qp = qp[i ^ 1];
+        info   = svt_info(&tmp, NULL);
+        tmp.qp = qp[i];
+        svt_rc_connect(&tmp, &info);
+    }
+
+    buf = aligned_alloc(page, 4 * LOOPBACK_LEN);
+    TH_ASSERT(buf != NULL);
+    for (i = 0; i < 4 * LOOPBACK_LEN; ++i) {
+        buf[i] = (uint8_t)(i * 7 + 1);
+    }
+    mr = ibv_reg_mr(ep.pd, buf, 4 * LOOPBACK_LEN, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+
+    /* write at unaligned offsets, then read it back elsewhere */
+    sge = svt_sge(buf + 1, LOOPBACK_LEN, mr);
+    TH_ASSERT_EQ(svt_post(qp[0], IBV_WR_RDMA_WRITE, &sge, 1,
+                          (uintptr_t)buf + LOOPBACK_LEN + 3, mr->rkey, 1,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT(!memcmp(buf + LOOPBACK_LEN + 3, buf + 1, LOOPBACK_LEN));
+    sge = svt_sge(buf + 2 * LOOPBACK_LEN + 5, LOOPBACK_LEN, mr);
+    TH_ASSERT_EQ(svt_post(qp[1], IBV_WR_RDMA_READ, &sge, 1,
+                          (uintptr_t)buf + LOOPBACK_LEN + 3, mr->rkey, 2,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT(!memcmp(buf + 2 * LOOPBACK_LEN + 5, buf + 1, LOOPBACK_LEN));
+
+    if (!strcmp(mode, "kernel")) {
+        ro = aligned_alloc(page, page);
+        TH_ASSERT(ro != NULL);
+        memset(ro, 0x5a, page);
+        ro_mr = ibv_reg_mr(ep.pd, ro, page, SVT_ALL_ACCESS);
+        TH_ASSERT(ro_mr != NULL);
+        TH_ASSERT_EQ(mprotect(ro, page, PROT_READ), 0);
+        sge = svt_sge(buf, 64, mr);
+        TH_ASSERT_EQ(svt_post(qp[0], IBV_WR_RDMA_WRITE, &sge, 1,
+                              (uintptr_t)ro, ro_mr->rkey, 3,
+                              IBV_SEND_SIGNALED), 0);
+        svt_poll(ep.scq, &wc, 10);
+        TH_ASSERT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR);
+        TH_ASSERT_EQ(ro[0], 0x5a);
+    }
+}
+
+TH_TEST(softverbs, loopback_modes)
+{
+    svt_need_device();
+    th_run_procs(1, loopback_rank, "kernel");
+    th_run_procs(1, loopback_rank, "memcpy");
 }
 
 /* ---------------------------------------------------------------------- */

@@ -44,7 +44,7 @@ static const size_t uct_hcr_calib_reg_sizes[] = {
 /* softverbs settings that change what the device costs */
 static const char *uct_hcr_calib_env_keys[] = {
     "SOFTVERBS_REG_COST_US", "SOFTVERBS_LINK_GBPS", "SOFTVERBS_LINK_LAT_US",
-    "SOFTVERBS_MOVER", "SOFTVERBS_ENGINE_THRESH"
+    "SOFTVERBS_MOVER", "SOFTVERBS_ENGINE_THRESH", "SOFTVERBS_LOOPBACK"
 };
 
 

@@ -367,10 +367,12 @@ static void uct_hcr_iface_init_perf(uct_hcr_iface_t *iface,
      * or failed; set values win over measured ones */
     measured = (ucs_calib_find(uct_ib_device_name(&md->dev), &model,
                                &source) == UCS_OK);
-    /* the loopback QPs of one process overstate the network (on softverbs
-     * they copy within one cache: 30 GB/s, 30 ns), and UCP then picked
-     * slower protocols for hcr than for rc_verbs; only a model supplied by
-     * the user sets the network attributes */
+    /* the network as the loopback QPs of one process measure it is not
+     * what UCX's constants describe for rc_verbs (softverbs before its
+     * device version 1.1 copied within one cache there: 30 GB/s, 30 ns,
+     * and UCP picked slower protocols for hcr than for rc_verbs); so that
+     * both are selected alike, only a model supplied by the user sets the
+     * network attributes */
     net      = measured && (source == UCS_CALIB_SOURCE_FILE);
     if (UCS_CONFIG_BW_IS_AUTO(iface->perf.copy_bw)) {
         iface->perf.copy_bw = measured ?

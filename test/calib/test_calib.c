@@ -126,6 +126,74 @@ TH_TEST(calib, crossover_matches_model)
     TH_ASSERT_GE(d.sp_c0, 4096);
 }
 
+/* the superpipeline's schedule: chunks double where copies are not twice as
+ * fast as the network, puts carry 32 gaps' worth of wire time, and the
+ * first chunk is at least an eighth of the message */
+TH_TEST(calib, superpipeline_schedule)
+{
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+
+    /* copy as fast as the network: Denis' q = 1 would keep chunks fixed */
+    calib_flat_model(&m, 1e-6, 0, 8e9);
+    m.net_bw  = 8e9;
+    m.net_gap = 2e-6;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT(calib_close(d.sp_q, 2.0, 1e-9));
+    /* 2 us * 8 GB/s * 32 = 512 KB: the nearest power of two is 512 KiB */
+    TH_ASSERT_EQ(d.sp_sub, 512 * UCS_KBYTE);
+
+    /* a NIC: a gap of 0.2 us at 12 GB/s is 77 KB, nearest 64 KiB */
+    m.net_bw  = 12e9;
+    m.net_gap = 0.2e-6;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.sp_sub, 64 * UCS_KBYTE);
+
+    /* within bounds whatever the gap */
+    m.net_gap = 0;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.sp_sub, 16 * UCS_KBYTE);
+    m.net_gap = 1e-3;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.sp_sub, UCS_MBYTE);
+
+    /* the first chunk: C_0, or an eighth of the message, in pages */
+    TH_ASSERT_EQ(ucs_calib_sp_first(22 * UCS_KBYTE, 64 * UCS_KBYTE),
+                 22 * UCS_KBYTE);
+    TH_ASSERT_EQ(ucs_calib_sp_first(22 * UCS_KBYTE, UCS_MBYTE),
+                 128 * UCS_KBYTE);
+    TH_ASSERT_EQ(ucs_calib_sp_first(4096, 100000), 16384);
+}
+
+/* every put and every chunk's acknowledgment costs a gap: with dearer gaps
+ * a superpipelined transfer beats one copy only for larger messages */
+TH_TEST(calib, superpipeline_counts_gaps)
+{
+    ucs_calib_derived_t d_cheap, d_dear;
+    ucs_calib_model_t m;
+    double t_cheap, t_dear;
+
+    calib_flat_model(&m, 1e-6, 0, 10e9);
+    m.net_bw  = 8e9;
+    m.net_gap = 0.1e-6;
+    ucs_calib_derive(&m, &d_cheap);
+    t_cheap = ucs_calib_sp_time(&m, &d_cheap, UCS_MBYTE);
+
+    m.net_gap = 2e-6;
+    ucs_calib_derive(&m, &d_dear);
+    /* the same schedule, 1.9 us more per put and per chunk */
+    d_dear.sp_sub = d_cheap.sp_sub;
+    d_dear.sp_c0  = d_cheap.sp_c0;
+    t_dear        = ucs_calib_sp_time(&m, &d_dear, UCS_MBYTE);
+    /* 1 MiB from a first chunk of 128 KiB doubling: 4 chunks; 0.1 us at
+     * 8 GB/s makes puts of 32 KiB, 32 of them */
+    TH_ASSERT_EQ(d_cheap.sp_sub, 32 * UCS_KBYTE);
+    TH_ASSERT(calib_close(t_dear - t_cheap, (4 + 32) * 1.9e-6, 1e-6));
+
+    ucs_calib_derive(&m, &d_dear);
+    TH_ASSERT_GT(d_dear.sp_thresh, d_cheap.sp_thresh);
+}
+
 /* a device that faults untouched pages in at the first transfer, not at
  * registration, makes zero-copy of such pages dearer by that much */
 TH_TEST(calib, crossover_counts_transfer_faults)

@@ -111,7 +111,8 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     print_size_kv("zcopy_thresh_nonresident",
                   d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT]);
     print_size_kv("sp_thresh", d->sp_thresh);
-    printf("sp_c0=%zu\nsp_q=%.3f\n", d->sp_c0, d->sp_q);
+    printf("sp_c0=%zu\nsp_q=%.3f\nsp_sub=%zu\n", d->sp_c0, d->sp_q,
+           d->sp_sub);
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         if (m->engine[i].bw > 0) {
             printf("engine_%s_start=%.9e\nengine_%s_bw=%.6e\n"
@@ -169,9 +170,10 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
     size_str(d->sp_thresh, s1, sizeof(s1));
     printf("  superpipeline beats one copy %s\n", s1);
     ucs_memunits_to_str(d->sp_c0, s1, sizeof(s1));
-    printf("superpipeline\n  C_0 %s, q %.3f%s\n", s1, d->sp_q,
-           (d->sp_q <= 1.0) ? " (copy slower than the network: fixed chunks)"
-                            : "");
+    ucs_memunits_to_str(d->sp_sub, s2, sizeof(s2));
+    printf("superpipeline\n  C_0 %s, q %.3f, sub-blocks %s%s\n", s1, d->sp_q,
+           s2, (ucs_calib_copy_bw(m, SIZE_MAX) < (2.0 * m->net_bw)) ?
+           " (copies not twice as fast as the network: chunks double)" : "");
     printf("copy engine (1 MiB copies while the caller computes)\n");
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         if (m->engine[i].bw > 0) {

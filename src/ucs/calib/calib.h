@@ -99,9 +99,11 @@ typedef struct {
     size_t zcopy_thresh[UCS_CALIB_PAGES_LAST];
     /* a superpipelined copy beats a single copy-then-send above */
     size_t sp_thresh;
-    /* superpipeline: first chunk and growth ratio (C_i = C_0 * q^i) */
+    /* superpipeline: first chunk (at least; ucs_calib_sp_first()) and
+     * growth ratio (C_i = C_0 * q^i), and the bytes of each notified put */
     size_t sp_c0;
     double sp_q;
+    size_t sp_sub;
 } ucs_calib_derived_t;
 
 
@@ -222,6 +224,11 @@ double ucs_calib_copy_time(const ucs_calib_model_t *model, size_t size,
  */
 double ucs_calib_reg_time(const ucs_calib_model_t *model, size_t size,
                           ucs_calib_pages_t pages);
+
+
+/* First chunk of a superpipelined message of @a size bytes: @a c0 (the
+ * derived sp_c0), or an eighth of the message if more (see calib_model.c) */
+size_t ucs_calib_sp_first(size_t c0, size_t size);
 
 
 /* Time to send @a size bytes with a superpipelined copy (design.md model) */

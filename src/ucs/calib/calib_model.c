@@ -10,6 +10,7 @@
 
 #include "calib.h"
 
+#include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
 #include <ucs/sys/string.h>
 #include <errno.h>
@@ -33,6 +34,18 @@
 
 /* the first superpipeline chunk is at least a page, at most this */
 #define UCS_CALIB_SP_C0_MAX       UCS_MBYTE
+
+/* superpipeline chunks grow at least this fast (see ucs_calib_derive()) */
+#define UCS_CALIB_SP_Q_MIN        2.0
+
+/* the first chunk is at least this share of a message (ucs_calib_sp_first) */
+#define UCS_CALIB_SP_FIRST_SHARE  8
+
+/* a notified put is on the wire for at least this many gaps, its own cost
+ * (see ucs_calib_derive()); and within these bounds */
+#define UCS_CALIB_SP_SUB_GAPS     32
+#define UCS_CALIB_SP_SUB_MIN      (16 * UCS_KBYTE)
+#define UCS_CALIB_SP_SUB_MAX      UCS_MBYTE
 
 
 static int ucs_calib_cmp_double(const void *a, const void *b)
@@ -144,17 +157,32 @@ double ucs_calib_reg_time(const ucs_calib_model_t *model, size_t size,
     return t;
 }
 
+/*
+ * Every chunk costs a put and an acknowledgment, two gaps. Started at the
+ * C_0 whose copy hides in the rendezvous round trip, every message would go
+ * through the same log_q(slot / C_0) small chunks before its chunks are
+ * large, which on a fabric with gaps of microseconds (softverbs) costs more
+ * than the copy they hide. A first chunk of at least an eighth of the
+ * message keeps that growth to about three doublings; the part of its copy
+ * that the round trip does not hide is at most an eighth of the message's.
+ */
+size_t ucs_calib_sp_first(size_t c0, size_t size)
+{
+    return ucs_max(c0, ucs_align_up(size / UCS_CALIB_SP_FIRST_SHARE, 4096));
+}
+
 static size_t ucs_calib_sp_num_chunks(const ucs_calib_derived_t *derived,
                                       size_t size)
 {
+    double c0 = ucs_calib_sp_first(derived->sp_c0, size);
     double n;
 
     if (derived->sp_q > 1.0) {
         /* sum of C_0 * q^i for i < n covers size */
-        n = log(1.0 + ((size * (derived->sp_q - 1.0)) / derived->sp_c0)) /
+        n = log(1.0 + ((size * (derived->sp_q - 1.0)) / c0)) /
             log(derived->sp_q);
     } else {
-        n = (double)size / derived->sp_c0;
+        n = (double)size / c0;
     }
     return ucs_max((size_t)ceil(n - 1e-9), 1);
 }
@@ -162,24 +190,39 @@ static size_t ucs_calib_sp_num_chunks(const ucs_calib_derived_t *derived,
 double ucs_calib_sp_time(const ucs_calib_model_t *model,
                          const ucs_calib_derived_t *derived, size_t size)
 {
-    size_t first = ucs_min(size, derived->sp_c0);
+    size_t first = ucs_min(size, ucs_calib_sp_first(derived->sp_c0, size));
     size_t n     = ucs_calib_sp_num_chunks(derived, size);
-    double bw_copy, t_rest;
+    size_t puts  = ucs_div_round_up(size, ucs_max(derived->sp_sub, 1));
+    double bw_copy, t_rest, before_last;
+    size_t sub;
+
+    /* the last put: of the last chunk, what the ones before left */
+    before_last = (derived->sp_q > 1.0) ?
+                  (first * (pow(derived->sp_q, n - 1) - 1.0) /
+                   (derived->sp_q - 1.0)) :
+                  ((double)first * (n - 1));
+    before_last = ucs_min(before_last, (double)(size - 1));
+    sub         = ucs_min(ucs_max(derived->sp_sub, 1),
+                          size - (size_t)before_last);
 
     /* the first chunk's copy is exposed; later copies overlap the sends of
-     * earlier chunks, so the rest is bounded by the slower of the two */
+     * earlier chunks, so the rest is bounded by the slower of the two; the
+     * receiver copies each sub-block out as it lands, so only its copy of
+     * the last one is exposed. Every sub-block is a put and every chunk an
+     * acknowledgment: each costs a gap. */
     bw_copy = ucs_calib_copy_bw(model, first);
     t_rest  = ucs_max((double)(size - first) / model->net_bw,
                       (double)(size - first) / ucs_calib_copy_bw(model, size));
-    return (first / bw_copy) + (n * model->net_gap) + model->net_latency +
-           (first / model->net_bw) + t_rest;
+    return (first / bw_copy) + ((n + ucs_max(puts, n)) * model->net_gap) +
+           model->net_latency + (first / model->net_bw) + t_rest +
+           (sub / ucs_calib_copy_bw(model, sub));
 }
 
-/* single copy into staging, then one send */
+/* copy into the staging, one send, copy out of the receiver's staging */
 static double ucs_calib_bcopy_time(const ucs_calib_model_t *model,
                                    size_t size)
 {
-    return ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) +
+    return (2 * ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT)) +
            model->net_gap + model->net_latency + (size / model->net_bw);
 }
 
@@ -232,7 +275,7 @@ void ucs_calib_derive(const ucs_calib_model_t *model,
                       ucs_calib_derived_t *derived)
 {
     double bw_copy = ucs_calib_copy_bw(model, UCS_CALIB_SEARCH_MAX);
-    double c0;
+    double c0, sub;
     int pages;
 
     for (pages = 0; pages < UCS_CALIB_PAGES_LAST; ++pages) {
@@ -241,12 +284,27 @@ void ucs_calib_derive(const ucs_calib_model_t *model,
                                     pages);
     }
 
-    /* copying chunk i+1 takes as long as sending chunk i */
+    /* each notified put costs a gap of its own (posting it, and the
+     * target's completion): a sub-block keeps the wire busy for
+     * UCS_CALIB_SP_SUB_GAPS gaps, so that those costs stay a small share.
+     * On a NIC (a gap of 0.1-0.3 us at 12 GB/s) that is 32-128 KiB; on
+     * softverbs, whose every operation is a system call (1.6-2.3 us at
+     * 7-8 GB/s), 512 KiB, where 64 KiB puts had kept forced superpipelined
+     * sends of reused 1-4 MiB buffers at half the bandwidth of zero-copy */
+    sub             = model->net_gap * model->net_bw * UCS_CALIB_SP_SUB_GAPS;
+    sub             = ucs_min(ucs_max(sub, UCS_CALIB_SP_SUB_MIN),
+                              UCS_CALIB_SP_SUB_MAX);
+    /* the nearest power of two */
+    derived->sp_sub = ucs_rounddown_pow2((size_t)(sub * M_SQRT2));
+
+    /* copying chunk i+1 takes as long as sending chunk i (q = B_copy /
+     * B_net). Where the copy is not at least twice as fast as the network,
+     * the pipeline waits for its copies whatever the chunk sizes, and
+     * chunks still double: fixed chunks would pay a gap and an
+     * acknowledgment (a round trip of flow control) per chunk, a number
+     * linear in the message size instead of logarithmic. */
     derived->sp_q = (model->net_bw > 0) ? (bw_copy / model->net_bw) : 1.0;
-    if (derived->sp_q < 1.0) {
-        /* the copy is the bottleneck: chunks cannot grow, stay at C_0 */
-        derived->sp_q = 1.0;
-    }
+    derived->sp_q = ucs_max(derived->sp_q, UCS_CALIB_SP_Q_MIN);
 
     /* the first chunk's copy hides behind the rendezvous round trip */
     c0               = bw_copy * 2.0 * model->net_latency;

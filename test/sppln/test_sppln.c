@@ -970,3 +970,51 @@ TH_TEST(sppln, config_vars_used)
     th_ucp_assert_var_used(UCP_FEATURE_TAG, "UCX_HCR_SPPLN_THRESH", "64k",
                            "UCX_HCR_SPPLN_TRESH");
 }
+
+
+/* ---- the chunk schedule, as both sides compute it ----------------------- */
+
+size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
+                             double q, size_t slot_size);
+int ucp_sppln_geometry_valid(size_t slot_size, size_t sub_size);
+
+static size_t sppln_min(size_t a, size_t b)
+{
+    return (a < b) ? a : b;
+}
+
+/* chunks of whole pages, from the first one doubling up to a slot; the
+ * chunks of an RTS with a first chunk of 0 bytes or a ratio below 1 (a
+ * broken peer) still cover the message, a page at least each */
+TH_TEST(sppln, schedule_chunks)
+{
+    static const struct {
+        size_t c0;
+        double q;
+    } bad[] = {{0, 2.0}, {4096, 0.0}, {1, 0.5}};
+    size_t length = 3 * SPPLN_MB + 5, offset, size, expect;
+    unsigned i, n;
+
+    for (offset = 0, expect = 128 * 1024; offset < length; offset += size) {
+        size = ucp_sppln_sched_chunk(length, offset, 128 * 1024, 2.0,
+                                     SPPLN_MB);
+        TH_ASSERT_EQ(size, sppln_min(expect, length - offset));
+        expect = sppln_min(2 * expect, SPPLN_MB);
+    }
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        for (offset = 0, n = 0; offset < length; offset += size, ++n) {
+            size = ucp_sppln_sched_chunk(length, offset, bad[i].c0, bad[i].q,
+                                         SPPLN_MB);
+            TH_ASSERT_GE(size, sppln_min(4096, length - offset));
+            TH_ASSERT(n < length / 4096 + 1);
+        }
+    }
+
+    /* sub-blocks tile a slot within the 19 bits of their index */
+    TH_ASSERT(ucp_sppln_geometry_valid(SPPLN_MB, 512 * 1024));
+    TH_ASSERT(ucp_sppln_geometry_valid(SPPLN_MB, SPPLN_MB));
+    TH_ASSERT(!ucp_sppln_geometry_valid(SPPLN_MB, 0));
+    TH_ASSERT(!ucp_sppln_geometry_valid(SPPLN_MB, 2 * SPPLN_MB));
+    TH_ASSERT(!ucp_sppln_geometry_valid(1ul << 31, 1024));
+}

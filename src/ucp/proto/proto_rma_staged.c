@@ -22,7 +22,7 @@
  * proto_sppln_staging.c), put/choose's path for a first put of a buffer the
  * measured model finds cheaper to copy than to register. The message must
  * fit in one staging group (three slots, contiguous). Chunks follow the
- * superpipeline's schedule (C_0 * q^i, whole sub-blocks, at most a slot):
+ * superpipeline's schedule (C_0 * q^i, whole pages, at most a slot):
  * the first one is on the wire after a small copy, and the copy of each
  * next one overlaps the transfer of the last.
  *
@@ -129,8 +129,7 @@ ucs_status_t ucp_rma_staged_progress(ucp_request_t *req, ucp_lane_index_t lane,
     iov.count  = 1;
     while (dt_iter->offset < dt_iter->length) {
         length     = ucp_sppln_sched_chunk(dt_iter->length, dt_iter->offset,
-                                           c0, q, sw->slot_size,
-                                           sw->sub_size);
+                                           c0, q, sw->slot_size);
         iov.buffer = UCS_PTR_BYTE_OFFSET(stage, dt_iter->offset);
         iov.length = length;
         /* again after UCS_ERR_NO_RESOURCE: the same bytes */

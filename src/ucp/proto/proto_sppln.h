@@ -39,6 +39,13 @@
 /* Staging slots per transfer and side: triple buffering */
 #define UCP_SPPLN_NUM_SLOTS     3
 
+/* Chunks are whole pages (but for a message's last) */
+#define UCP_SPPLN_CHUNK_ALIGN   4096
+
+/* Smallest sub-block the measured size is taken down to, and that a lane
+ * must be able to put (a configured UCX_HCR_SPPLN_SUB_SIZE instead) */
+#define UCP_SPPLN_SUB_MIN       (16 * UCS_KBYTE)
+
 /* notify_data of a sub-block put: group | slot | sub-block index */
 #define UCP_SPPLN_SUB_BITS      19
 #define UCP_SPPLN_SLOT_BITS     2
@@ -78,7 +85,8 @@ typedef struct {
     ucp_sppln_path_t path;          /* forced path, or auto */
     size_t           thresh;        /* from this size on, or auto */
     size_t           slot_size;     /* bytes per staging slot */
-    size_t           sub_size;      /* bytes per notified sub-block */
+    size_t           sub_size;      /* bytes per notified sub-block, or
+                                       auto */
     unsigned         groups;        /* concurrent transfers per side */
     size_t           c0;            /* first chunk, or auto */
     double           q;             /* growth ratio, or 0 for auto */
@@ -121,6 +129,8 @@ typedef struct {
 /* Chunk schedule of a transfer */
 typedef struct {
     size_t   length;     /* message bytes */
+    size_t   c0;         /* first chunk, as asked for */
+    double   q;
     size_t   sub_size;   /* bytes per notified put */
     unsigned n_chunks;
     size_t   *offset;    /* n_chunks + 1 chunk start offsets */
@@ -139,6 +149,7 @@ typedef struct {
     int                        have_model;
     size_t                     c0;
     double                     q;
+    size_t                     sub_size;     /* bytes per notified put */
     int                        copy_async;   /* the copy engine stages the
                                                 sender's chunks, */
     ucs_copy_backend_t         copy_backend; /* with this backend */
@@ -196,7 +207,6 @@ typedef struct ucp_sppln_worker {
     uint64_t           free_groups[2];
     ucs_queue_head_t   waitq[2];     /* transfers waiting for a group */
     size_t             slot_size;
-    size_t             sub_size;
     unsigned           groups;
     struct ucp_sppln_xfer *rx[UCP_SPPLN_MAX_GROUPS]; /* receive group owners */
     /* buffers staged once, forgotten when unmapped (an unmapped range may
@@ -280,6 +290,13 @@ typedef struct ucp_sppln_xfer {
 /* proto_sppln_model.c */
 const ucp_sppln_config_t *ucp_sppln_config(void);
 
+/* Whether sub-blocks of sub_size bytes tile slots of slot_size bytes within
+ * the notify data's sub-block index */
+int ucp_sppln_geometry_valid(size_t slot_size, size_t sub_size);
+
+/* The first chunk of a message of this length */
+size_t ucp_sppln_first_chunk(const ucp_sppln_priv_t *spriv, size_t length);
+
 ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
                                   ucp_sppln_path_t path, size_t c0, double q,
                                   size_t slot_size, size_t sub_size);
@@ -288,7 +305,7 @@ void ucp_sppln_sched_cleanup(ucp_sppln_sched_t *sched);
 
 /* The size of the chunk at offset (a chunk boundary) of the same schedule */
 size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
-                             double q, size_t slot_size, size_t sub_size);
+                             double q, size_t slot_size);
 
 /* Residency of a buffer, judged by its first page */
 ucs_calib_pages_t ucp_sppln_pages(const void *buffer);
@@ -312,7 +329,8 @@ void ucp_sppln_staged_track(ucp_sppln_worker_t *sw);
 
 void ucp_sppln_staged_untrack(ucp_sppln_worker_t *sw);
 
-void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name);
+void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name,
+                          size_t max_put);
 
 void ucp_sppln_perf(const ucp_sppln_priv_t *spriv, ucp_proto_caps_t *caps,
                     double ctrl_time);

@@ -67,8 +67,10 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
 
     {"THRESH", "auto",
      "Message size from which rndv/sppln takes over from the other\n"
-     "protocols. auto: the measured size at which a superpipelined copy\n"
-     "beats a single copy (at least the staging sub-block).",
+     "protocols (it sends buffers in the registration cache, or sent\n"
+     "before, with UCX's rendezvous). auto: the measured C_0, the bytes\n"
+     "copied during a rendezvous round trip, from which a staged first send\n"
+     "hides its first copy in the round trip.",
      ucs_offsetof(ucp_sppln_config_t, thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"SLOT_SIZE", "1m",
@@ -76,9 +78,11 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
      "slots on each side (triple buffering).",
      ucs_offsetof(ucp_sppln_config_t, slot_size), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"SUB_SIZE", "64k",
+    {"SUB_SIZE", "auto",
      "Bytes per notified put: the receiver copies a sub-block out as soon\n"
-     "as its notification arrives.",
+     "as its notification arrives. auto: the measured size on whose wire\n"
+     "time the put's own cost (the network's gap) is at most a sixteenth\n"
+     "(ucx_hcr_calib shows it; 64k without a model), at most a slot.",
      ucs_offsetof(ucp_sppln_config_t, sub_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"GROUPS", "4",
@@ -88,12 +92,14 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
 
     {"C0", "auto",
      "First chunk of the superpipeline. auto: the measured C_0 (the bytes\n"
-     "copied during a rendezvous round trip).",
+     "copied during a rendezvous round trip), or an eighth of the message\n"
+     "if more.",
      ucs_offsetof(ucp_sppln_config_t, c0), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"Q", "0",
      "Growth ratio of the superpipeline's chunks. 0: the measured\n"
-     "q = copy bandwidth / network bandwidth (at least 1).",
+     "q = copy bandwidth / network bandwidth, at least 2 (chunks double\n"
+     "where copies are not twice as fast as the network).",
      ucs_offsetof(ucp_sppln_config_t, q), UCS_CONFIG_TYPE_DOUBLE},
 
     {"COPY_ASYNC", "auto",
@@ -138,6 +144,13 @@ static ucp_sppln_config_t ucp_sppln_cfg;
 static pthread_once_t ucp_sppln_cfg_once = PTHREAD_ONCE_INIT;
 static int ucp_sppln_cfg_valid;
 
+
+int ucp_sppln_geometry_valid(size_t slot_size, size_t sub_size)
+{
+    return (sub_size >= UCS_KBYTE) && (sub_size <= slot_size) &&
+           ((slot_size / sub_size) < UCS_BIT(UCP_SPPLN_SUB_BITS));
+}
+
 static void ucp_sppln_config_read(void)
 {
     ucs_status_t status;
@@ -150,11 +163,11 @@ static void ucp_sppln_config_read(void)
         return;
     }
 
-    if ((ucp_sppln_cfg.sub_size < UCS_KBYTE) ||
-        (ucp_sppln_cfg.slot_size < ucp_sppln_cfg.sub_size) ||
+    if ((ucp_sppln_cfg.slot_size < UCS_KBYTE) ||
         (ucp_sppln_cfg.slot_size > UINT32_MAX) ||
-        ((ucp_sppln_cfg.slot_size / ucp_sppln_cfg.sub_size) >=
-         UCS_BIT(UCP_SPPLN_SUB_BITS)) ||
+        ((ucp_sppln_cfg.sub_size != UCS_MEMUNITS_AUTO) &&
+         !ucp_sppln_geometry_valid(ucp_sppln_cfg.slot_size,
+                                   ucp_sppln_cfg.sub_size)) ||
         (ucp_sppln_cfg.groups == 0) ||
         (ucp_sppln_cfg.groups > UCP_SPPLN_MAX_GROUPS)) {
         ucs_error("UCX_HCR_SPPLN_*: invalid staging geometry (slot %zu, "
@@ -175,19 +188,22 @@ const ucp_sppln_config_t *ucp_sppln_config(void)
 }
 
 /* The next chunk of a schedule: chunk bytes wanted (growing by q), whole
- * sub-blocks, at most a slot and what is left */
+ * pages, at most a slot and what is left. Its sub-blocks start at
+ * k * sub_size in its slot; the last one may be shorter. */
 static size_t ucp_sppln_sched_step(double *chunk, double q, size_t slot_size,
-                                   size_t sub_size, size_t left)
+                                   size_t left)
 {
     size_t size = ucs_min((size_t)*chunk, slot_size);
 
-    size    = ucs_min(ucs_align_up(size, sub_size), slot_size);
+    /* at least a page, whatever C_0 and q a peer sent */
+    size    = ucs_min(ucs_align_up(ucs_max(size, 1), UCP_SPPLN_CHUNK_ALIGN),
+                      slot_size);
     *chunk *= q;
     return ucs_min(size, left);
 }
 
 size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
-                             double q, size_t slot_size, size_t sub_size)
+                             double q, size_t slot_size)
 {
     double chunk = c0;
     size_t pos   = 0;
@@ -195,47 +211,58 @@ size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
 
     ucs_assert(offset < length);
     do {
-        size = ucp_sppln_sched_step(&chunk, q, slot_size, sub_size,
-                                    length - pos);
+        size = ucp_sppln_sched_step(&chunk, q, slot_size, length - pos);
         pos += size;
     } while ((pos <= offset) && (size > 0));
 
     return size;
 }
 
+size_t ucp_sppln_first_chunk(const ucp_sppln_priv_t *spriv, size_t length)
+{
+    const ucp_sppln_config_t *cfg = ucp_sppln_config();
+
+    /* at most a slot: a chunk is no larger, and the RTS carries 32 bits */
+    return (cfg->c0 != UCS_MEMUNITS_AUTO) ?
+           ucs_min(spriv->c0, cfg->slot_size) :
+           ucs_min(ucs_calib_sp_first(spriv->c0, length), cfg->slot_size);
+}
+
 ucs_status_t ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
                                   ucp_sppln_path_t path, size_t c0, double q,
                                   size_t slot_size, size_t sub_size)
 {
-    double chunk = c0;
-    unsigned n, max_chunks;
-    size_t offset, size;
+    double chunk;
+    unsigned n;
+    size_t offset;
 
-    /* chunks are whole sub-blocks, so sub-block k of a chunk is at
-     * k * sub_size in its slot */
     if (path == UCP_SPPLN_PATH_BCOPY) {
-        chunk = slot_size;
-        q     = 1.0;
+        c0 = slot_size;
+        q  = 1.0;
     }
 
-    max_chunks       = ucs_div_round_up(length, sub_size) + 1;
-    sched->length    = length;
-    sched->sub_size  = sub_size;
-    sched->offset    = ucs_malloc(sizeof(*sched->offset) * (max_chunks + 1),
-                                  "sppln_sched");
+    /* count the chunks, then note where each starts */
+    for (n = 0, offset = 0, chunk = c0; offset < length; ++n) {
+        offset += ucp_sppln_sched_step(&chunk, q, slot_size, length - offset);
+    }
+
+    sched->length   = length;
+    sched->c0       = c0;
+    sched->q        = q;
+    sched->sub_size = sub_size;
+    sched->n_chunks = n;
+    sched->offset   = ucs_malloc(sizeof(*sched->offset) * (n + 1),
+                                 "sppln_sched");
     if (sched->offset == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
 
-    offset = 0;
-    for (n = 0; offset < length; ++n) {
-        size = ucp_sppln_sched_step(&chunk, q, slot_size, sub_size,
-                                    length - offset);
+    for (n = 0, offset = 0, chunk = c0; offset < length; ++n) {
         sched->offset[n] = offset;
-        offset          += size;
+        offset          += ucp_sppln_sched_step(&chunk, q, slot_size,
+                                                length - offset);
     }
     sched->offset[n] = length;
-    sched->n_chunks  = n;
     return UCS_OK;
 }
 
@@ -445,10 +472,12 @@ static void ucp_sppln_copy_backend(ucp_sppln_priv_t *spriv,
               "the sender's own copy");
 }
 
-void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name)
+void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name,
+                          size_t max_put)
 {
     const ucp_sppln_config_t *cfg = ucp_sppln_config();
     char dev[UCS_CALIB_DEV_NAME_MAX];
+    size_t max_sub;
     char *colon;
 
     /* models are per device; md names may carry a suffix */
@@ -461,12 +490,14 @@ void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name)
     spriv->have_model = (ucs_calib_find(dev, &spriv->model, NULL) == UCS_OK);
     if (spriv->have_model) {
         ucs_calib_derive(&spriv->model, &spriv->derived);
-        spriv->c0 = spriv->derived.sp_c0;
-        spriv->q  = spriv->derived.sp_q;
+        spriv->c0       = spriv->derived.sp_c0;
+        spriv->q        = spriv->derived.sp_q;
+        spriv->sub_size = spriv->derived.sp_sub;
     } else {
         /* no measurement (UCX_HCR_CALIB_MODE=off, or not an IB device) */
-        spriv->c0 = 64 * UCS_KBYTE;
-        spriv->q  = 2.0;
+        spriv->c0       = 64 * UCS_KBYTE;
+        spriv->q        = 2.0;
+        spriv->sub_size = 64 * UCS_KBYTE;
     }
 
     if (cfg->c0 != UCS_MEMUNITS_AUTO) {
@@ -475,8 +506,19 @@ void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name)
     if (cfg->q > 0) {
         spriv->q = cfg->q;
     }
+    if (cfg->sub_size != UCS_MEMUNITS_AUTO) {
+        spriv->sub_size = cfg->sub_size;
+    } else {
+        /* the measured size, within a slot and a put the lane can do (the
+         * lane puts at least UCP_SPPLN_SUB_MIN) */
+        max_sub         = ucs_min(max_put, UCS_GBYTE);
+        max_sub         = ucs_min(ucs_rounddown_pow2(max_sub),
+                                  cfg->slot_size);
+        spriv->sub_size = ucs_min(spriv->sub_size, max_sub);
+        spriv->sub_size = ucs_max(spriv->sub_size,
+                                  ucs_min(UCP_SPPLN_SUB_MIN, max_sub));
+    }
 
-    spriv->c0 = ucs_max(spriv->c0, cfg->sub_size);
     spriv->q  = ucs_min(ucs_max(spriv->q, 1.0), 16.0);
 
     ucp_sppln_copy_backend(spriv, cfg);
@@ -500,10 +542,8 @@ static double ucp_sppln_model_time(const ucp_sppln_priv_t *spriv, size_t length,
     case UCP_SPPLN_PATH_SPPLN:
         derived.sp_c0 = spriv->c0;
         derived.sp_q  = spriv->q;
-        /* the receiver's copy-out of the last chunk is exposed */
-        return ucs_calib_sp_time(model, &derived, length) +
-               (ucs_min(length, spriv->c0) /
-                ucs_calib_copy_bw(model, spriv->c0));
+        derived.sp_sub = spriv->sub_size;
+        return ucs_calib_sp_time(model, &derived, length);
     default:
         copy = ucs_calib_copy_time(model, length, UCS_CALIB_PAGES_RESIDENT);
         return 2 * copy + model->net_latency + (length / model->net_bw);

@@ -395,6 +395,12 @@ void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
                   "UCX_HCR_SPPLN_SLOT_SIZE on both sides",
                   xfer->params.slot_size, sw->slot_size);
         status = UCS_ERR_UNSUPPORTED;
+    } else if ((status == UCS_OK) &&
+               !ucp_sppln_geometry_valid(xfer->params.slot_size,
+                                         xfer->params.sub_size)) {
+        ucs_error("rndv/sppln: RTS with sub-blocks of %u bytes in slots of "
+                  "%u bytes", xfer->params.sub_size, xfer->params.slot_size);
+        status = UCS_ERR_INVALID_PARAM;
     }
     if (status == UCS_OK) {
         status = ucp_sppln_sched_init(&xfer->sched, rts->size,

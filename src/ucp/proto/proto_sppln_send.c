@@ -91,8 +91,8 @@ static size_t ucp_sppln_rts_pack(void *dest, void *arg)
     rts->sreq.ep_id                = ucp_send_request_get_ep_remote_id(req);
     rts->address                   = 0;
     rts->size                      = req->send.state.dt_iter.length;
-    params->c0                     = spriv->c0;
-    params->q_1024                 = (uint32_t)(spriv->q * 1024.0);
+    params->c0                     = xfer->sched.c0;
+    params->q_1024                 = (uint32_t)(xfer->sched.q * 1024.0);
     params->slot_size              = xfer->worker->sppln->slot_size;
     params->sub_size               = xfer->sched.sub_size;
     params->path                   = xfer->path;
@@ -341,8 +341,9 @@ static ucs_status_t ucp_sppln_xfer_create(ucp_request_t *req,
     }
 
     status = ucp_sppln_sched_init(&xfer->sched, req->send.state.dt_iter.length,
-                                  path, spriv->c0, spriv->q, sw->slot_size,
-                                  sw->sub_size);
+                                  path, ucp_sppln_first_chunk(spriv,
+                                          req->send.state.dt_iter.length),
+                                  spriv->q, sw->slot_size, spriv->sub_size);
     if (status != UCS_OK) {
         ucs_free(xfer);
         return status;
@@ -367,7 +368,7 @@ static ucs_status_t ucp_sppln_xfer_create(ucp_request_t *req,
     ++sw->stats.sent[path];
     ucs_debug("rndv/sppln req %p: %zu bytes path %s, %u chunks from %zu "
               "q %.2f", req, xfer->sched.length, ucp_sppln_path_names[path],
-              xfer->sched.n_chunks, spriv->c0, spriv->q);
+              xfer->sched.n_chunks, xfer->sched.c0, xfer->sched.q);
     return UCS_OK;
 }
 
@@ -663,7 +664,9 @@ ucp_sppln_init(const ucp_proto_init_params_t *init_params, int am)
         md_attr    = &context->tl_mds[key->lanes[lane].dst_md_index].attr;
         if ((rsc_index != UCP_NULL_RESOURCE) &&
             (iface_attr->cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) &&
-            (iface_attr->cap.put.max_zcopy >= cfg->sub_size) &&
+            (iface_attr->cap.put.max_zcopy >=
+             ((cfg->sub_size == UCS_MEMUNITS_AUTO) ? UCP_SPPLN_SUB_MIN :
+                                                     cfg->sub_size)) &&
             (md_attr->cap.flags & UCT_MD_FLAG_NEED_RKEY) &&
             ucp_sppln_lane_tl_enabled(context, rsc_index)) {
             spriv->rma_lane = lane;
@@ -686,15 +689,20 @@ ucp_sppln_init(const ucp_proto_init_params_t *init_params, int am)
                                                       spriv->rma_lane);
     spriv->put_notify = uct_iface_is_put_notify_supported(
             ucp_worker_iface(worker, rsc_index)->iface);
-    ucp_sppln_priv_model(spriv, context->tl_mds[spriv->md_index].rsc.md_name);
+    iface_attr        = ucp_proto_common_get_iface_attr(init_params,
+                                                        spriv->rma_lane);
+    ucp_sppln_priv_model(spriv, context->tl_mds[spriv->md_index].rsc.md_name,
+                         iface_attr->cap.put.max_zcopy);
 
     /* from the measured size on, this protocol replaces UCX's rendezvous:
-     * it includes it, as its zcopy path */
+     * it includes it, as its zcopy path for buffers in the registration
+     * cache or sent before. That size is C_0, the bytes copied during a
+     * rendezvous round trip: from there on a staged first send hides its
+     * first copy in the round trip a rendezvous costs anyway. */
     if (cfg->thresh != UCS_MEMUNITS_AUTO) {
         thresh = cfg->thresh;
     } else if (spriv->have_model) {
-        thresh = ucs_min(ucs_max(spriv->derived.sp_thresh, cfg->sub_size),
-                         cfg->slot_size);
+        thresh = ucs_min(spriv->derived.sp_c0, cfg->slot_size);
     } else {
         thresh = cfg->slot_size;
     }
@@ -727,28 +735,50 @@ ucp_sppln_am_init(const ucp_proto_init_params_t *init_params)
     return ucp_sppln_init(init_params, 1);
 }
 
+/* A size for the protocol table, short: "inf", "64K", "1.4M" */
+static const char *ucp_sppln_size_str(size_t size, char *buf, size_t max)
+{
+    if (size == SIZE_MAX) {
+        ucs_strncpy_zero(buf, "inf", max);
+    } else if (size < UCS_KBYTE) {
+        ucs_snprintf_safe(buf, max, "%zu", size);
+    } else if (size < UCS_MBYTE) {
+        ucs_snprintf_safe(buf, max, "%zuK", size / (size_t)UCS_KBYTE);
+    } else {
+        ucs_snprintf_safe(buf, max, "%.1fM", (double)size / UCS_MBYTE);
+    }
+    return buf;
+}
+
 static void ucp_sppln_query(const ucp_proto_query_params_t *params,
                             ucp_proto_query_attr_t *attr)
 {
     const ucp_sppln_priv_t *spriv = params->priv;
     ucp_context_h context         = params->worker->context;
+    char sp[16], zc[16], c0[16], sub[16];
     ucp_rsc_index_t rsc_index;
 
     rsc_index = params->ep_config_key->lanes[spriv->rma_lane].rsc_index;
     attr->max_msg_length = SIZE_MAX;
     attr->is_estimation  = 0;
+    /* the choice for a buffer neither cached nor sent before, by size */
+    ucp_sppln_size_str(spriv->have_model ? spriv->derived.sp_thresh : 0, sp,
+                       sizeof(sp));
+    ucp_sppln_size_str(spriv->have_model ?
+                       spriv->derived.zcopy_thresh[
+                               UCS_CALIB_PAGES_NONRESIDENT] :
+                       SIZE_MAX, zc, sizeof(zc));
+    ucp_sppln_size_str(spriv->c0, c0, sizeof(c0));
+    ucp_sppln_size_str(spriv->sub_size, sub, sizeof(sub));
     ucs_snprintf_safe(attr->desc, sizeof(attr->desc),
-                      "per message: rcache hit or >= %zu zcopy, >= %zu "
-                      "superpipeline (C0 %zu, q %.2f), else staged bcopy",
-                      spriv->have_model ?
-                      spriv->derived.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT] :
-                      SIZE_MAX,
-                      spriv->have_model ? spriv->derived.sp_thresh : 0,
-                      spriv->c0, spriv->q);
-    ucs_snprintf_safe(attr->config, sizeof(attr->config), "%s/%s%s",
+                      "cached: zcopy, else bcopy <%s< sppln <%s< zcopy", sp,
+                      zc);
+    ucs_snprintf_safe(attr->config, sizeof(attr->config),
+                      "%s/%s%s C0 %s q %.1f sub %s",
                       context->tl_rscs[rsc_index].tl_rsc.tl_name,
                       context->tl_rscs[rsc_index].tl_rsc.dev_name,
-                      spriv->put_notify ? " put+notify" : " put,am");
+                      spriv->put_notify ? " put+notify" : " put,am", c0,
+                      spriv->q, sub);
 }
 
 ucp_proto_t ucp_tag_rndv_sppln_proto = {

@@ -65,7 +65,6 @@ ucs_status_t ucp_sppln_worker_state(ucp_worker_h worker,
     }
 
     sw->slot_size  = cfg->slot_size;
-    sw->sub_size   = cfg->sub_size;
     sw->groups     = cfg->groups;
     sw->fresh_copy = cfg->fresh_copy;
     for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {

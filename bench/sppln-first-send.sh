@@ -4,8 +4,11 @@
 # used before (median) and of reused buffers (best), for:
 #   hcr-auto, hcr-sppln (forced superpipeline), hcr-zcopy (forced),
 #   rc_verbs with rcache, rc_verbs without rcache, shared memory (posix/cma).
-# Each configuration runs RUNS times (default 3); the table shows medians and
-# the ratios the issue's goals name. Writes bench/results/sppln-first-send.
+# Each configuration runs RUNS times (default 3), all six one after the other
+# in each round; the table shows medians, and each ratio the issue's goals
+# name is the median over the rounds of that round's ratio (the host's speed
+# drifts by a third from one minute to the next: ratios of medians taken
+# minutes apart moved more than the effects measured). Writes bench/results/sppln-first-send.
 # {txt,png}. Extra environment (e.g. SOFTVERBS_REG_COST_US=20 or
 # SOFTVERBS_LINK_GBPS=25) is passed through to every configuration.
 set -euo pipefail
@@ -41,7 +44,7 @@ done
 python3 - "$tmp" "$RUNS" $names > "$out/sppln-first-send.txt" <<'PY'
 import sys, statistics
 tmp, runs, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-data = {}
+data, runs_of = {}, {}
 for n in names:
     rows = {}
     for r in range(1, runs + 1):
@@ -49,6 +52,7 @@ for n in names:
             s, f, b = line.split()[:3]
             rows.setdefault(int(s), ([], []))
             rows[int(s)][0].append(float(f)); rows[int(s)][1].append(float(b))
+    runs_of[n] = rows
     data[n] = {s: (statistics.median(v[0]), statistics.median(v[1]))
                for s, v in rows.items()}
 sizes = sorted(data[names[0]])
@@ -57,16 +61,17 @@ print("%-9s" % "size" + "".join("%22s" % n for n in names))
 for s in sizes:
     print("%-9d" % s + "".join("%11.0f/%-10.0f" % data[n][s] for n in names))
 print()
-def r(a, b): return a / b if b else float('nan')
+def r(a, b, s, col):
+    # median over the rounds of a's / b's result of the same round
+    return statistics.median(x / y for x, y in zip(runs_of[a][s][col],
+                                                   runs_of[b][s][col]))
 m = 1 << 20
 print("first send 1 MiB, hcr-auto / rc_verbs+rcache: %.2f (goal >= 1.5)"
-      % r(data['hcr-auto'][m][0], data['rcv-rcache'][m][0]))
-best = [r(data['hcr-auto'][s][1], data['rcv-rcache'][s][1])
-        for s in sizes if s >= 65536]
+      % r('hcr-auto', 'rcv-rcache', m, 0))
+best = [r('hcr-auto', 'rcv-rcache', s, 1) for s in sizes if s >= 65536]
 print("best send 64K..16M, hcr-auto / rc_verbs+rcache: min %.2f median %.2f "
       "(goal >= 0.95)" % (min(best), statistics.median(best)))
-sp = [r(data['hcr-sppln'][s][1], data['hcr-zcopy'][s][1])
-      for s in sizes if s >= m]
+sp = [r('hcr-sppln', 'hcr-zcopy', s, 1) for s in sizes if s >= m]
 print("forced sppln / forced zcopy, reused buffers, >= 1 MiB: min %.2f "
       "(goal >= 0.85)" % min(sp))
 with open(f"{tmp}/plot.dat", "w") as f:

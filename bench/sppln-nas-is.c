@@ -1,19 +1,22 @@
 /*
  * A benchmark modelled on NAS IS (integer sort), two ranks on this host, one
  * transport configuration per run (set by the environment: UCX_TLS, ...).
- * Each iteration, on each rank:
- *  1. generate its keys (uniform in [0, max_key)) into a fresh mapping;
- *  2. bucket them by owner (rank r owns the keys of half r of the range)
- *     into a fresh send buffer;
- *  3. exchange the bucket sizes, then the buckets: the peer's bucket goes
- *     out of the fresh send buffer, the peer's keys for this rank land in a
- *     fresh receive buffer (tagged send and receive, both in flight);
- *  4. rank the keys it owns (a counting sort over its half of the range)
- *     and check that every key arrived and is in its range;
- *  5. unmap the iteration's buffers.
+ * As in NPB's IS, each rank generates its keys once, before the timed loop
+ * (uniform in [0, max_key), max_key a power of two), and each timed
+ * iteration, on each rank:
+ *  1. changes two keys (NPB's key_array[iter] and key_array[iter + 10]);
+ *  2. counts its keys by owner (rank r owns the keys of half r of the
+ *     range, NPB's buckets with a shift) and places them, by owner, into a
+ *     fresh send buffer (key_buff1);
+ *  3. exchanges the counts, then the keys: the peer's part of the send
+ *     buffer goes out, the peer's keys for this rank land in a fresh
+ *     receive buffer (key_buff2) (tagged send and receive, both in flight);
+ *  4. ranks the keys it owns: counts each key of its half into a fresh
+ *     array and sums them up, checking that every key arrived in range;
+ *  5. unmaps the iteration's buffers.
  * So every exchange is from and into buffers never used before, as in the
  * superpipeline paper's NAS IS experiment: registration caches cannot help.
- * Prints, on rank 0, after one untimed iteration:
+ * Prints, on rank 0, after one untimed iteration (NPB's rank(1)):
  *   total_s per_iter_ms exchange_ms_per_iter bytes_sent_per_iter
  * (the exchange: step 3, as rank 0 sees it)
  *
@@ -59,29 +62,33 @@ static uint64_t swap_u64(uint64_t mine)
 }
 
 /* returns the seconds of step 3, the exchange */
-static double iteration(int rank, int iter, size_t n_keys, uint32_t max_key)
+static double iteration(int rank, int iter, uint32_t *keys, size_t n_keys,
+                        int log_max)
 {
     ucp_request_param_t param = {0};
-    uint32_t half = max_key / 2, lo = rank * half, key;
-    uint32_t *keys, *sendbuf, *recvbuf, *mine, *counts;
-    size_t n_peer = 0, n_mine = 0, n_recv, i, total;
-    uint64_t seed = ((uint64_t)iter << 8) | (uint64_t)rank;
+    uint32_t max_key = 1u << log_max, half = max_key / 2, lo = rank * half;
+    int shift        = log_max - 1;
+    uint32_t *sendbuf, *recvbuf, *counts, key;
+    size_t n_mine = 0, n_peer, n_recv, i, at_mine, at_peer, total;
     void *rreq, *sreq;
     double t_exchange;
 
-    /* 1. keys */
-    keys = map_keys(n_keys);
-    for (i = 0; i < n_keys; ++i) {
-        keys[i] = (uint32_t)(lcg_next(&seed) % max_key);
-    }
+    /* 1. as NPB does to its keys every iteration (iter is 1..10) */
+    keys[iter]      = (uint32_t)iter;
+    keys[iter + 10] = max_key - (uint32_t)iter;
 
-    /* 2. buckets: this rank's keys first, the peer's from the end */
-    sendbuf = map_keys(n_keys);
+    /* 2. count by owner, then place: this rank's keys first, the peer's
+     *    after them (NPB's bucket order) */
     for (i = 0; i < n_keys; ++i) {
-        if ((keys[i] / half) == (uint32_t)rank) {
-            sendbuf[n_mine++] = keys[i];
+        n_mine += ((keys[i] >> shift) == (uint32_t)rank);
+    }
+    n_peer  = n_keys - n_mine;
+    sendbuf = map_keys(n_keys);
+    for (i = 0, at_mine = 0, at_peer = n_mine; i < n_keys; ++i) {
+        if ((keys[i] >> shift) == (uint32_t)rank) {
+            sendbuf[at_mine++] = keys[i];
         } else {
-            sendbuf[n_keys - 1 - n_peer++] = keys[i];
+            sendbuf[at_peer++] = keys[i];
         }
     }
 
@@ -91,17 +98,16 @@ static double iteration(int rank, int iter, size_t n_keys, uint32_t max_key)
     recvbuf = map_keys(n_recv);
     rreq    = ucp_tag_recv_nbx(worker, recvbuf, n_recv * sizeof(uint32_t),
                                TAG_KEYS, (ucp_tag_t)-1, &param);
-    sreq    = ucp_tag_send_nbx(ep, sendbuf + n_keys - n_peer,
+    sreq    = ucp_tag_send_nbx(ep, sendbuf + n_mine,
                                n_peer * sizeof(uint32_t), TAG_KEYS, &param);
     wait_req(sreq);
     wait_req(rreq);
     t_exchange = now() - t_exchange;
 
-    /* 4. rank this rank's keys: counting sort over its half of the range */
+    /* 4. rank this rank's keys: count them over its half of the range */
     counts = map_keys(half);
-    mine   = sendbuf;
     for (i = 0; i < n_mine + n_recv; ++i) {
-        key = (i < n_mine) ? mine[i] : recvbuf[i - n_mine];
+        key = (i < n_mine) ? sendbuf[i] : recvbuf[i - n_mine];
         if ((key < lo) || (key >= lo + half)) {
             fprintf(stderr, "rank %d: key %u out of [%u, %u)\n", rank, key,
                     lo, lo + half);
@@ -122,7 +128,6 @@ static double iteration(int rank, int iter, size_t n_keys, uint32_t max_key)
     munmap(counts, keys_bytes(half));
     munmap(recvbuf, keys_bytes(n_recv));
     munmap(sendbuf, keys_bytes(n_keys));
-    munmap(keys, keys_bytes(n_keys));
     return t_exchange;
 }
 
@@ -130,7 +135,9 @@ int main(int argc, char **argv)
 {
     int log_keys = 23, log_max = 19, iters = 10, c, i, parent;
     double t0, t_total, t_exchange = 0;
-    size_t n_keys;
+    uint64_t seed;
+    uint32_t *keys;
+    size_t n_keys, k;
     pid_t pid;
 
     while ((c = getopt(argc, argv, "k:m:i:")) != -1) {
@@ -144,19 +151,29 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if ((log_keys < 4) || (log_keys > 30) || (log_max < 2) ||
-        (log_max > 31) || (iters < 1)) {
+    if ((log_keys < 6) || (log_keys > 30) || (log_max < 2) ||
+        (log_max > 31) || (iters < 1) || (iters > 10)) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
 
     n_keys = (size_t)1 << (log_keys - 1); /* per rank */
     parent = pair_start(&pid);
-    iteration(!parent, 0, n_keys, 1u << log_max); /* untimed */
+    /* the keys, once, before the timed loop (NPB's create_seq) */
+    keys = malloc(keys_bytes(n_keys));
+    if (keys == NULL) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    seed = (uint64_t)!parent + 1;
+    for (k = 0; k < n_keys; ++k) {
+        keys[k] = (uint32_t)lcg_next(&seed) & ((1u << log_max) - 1);
+    }
+    iteration(!parent, 1, keys, n_keys, log_max); /* untimed, as NPB */
     swap_u64(0);
     t0 = now();
     for (i = 1; i <= iters; ++i) {
-        t_exchange += iteration(!parent, i, n_keys, 1u << log_max);
+        t_exchange += iteration(!parent, i, keys, n_keys, log_max);
     }
     swap_u64(0);
     t_total = now() - t0;

@@ -423,8 +423,9 @@ enum {
 
 /* engine / emulated NIC */
 typedef enum {
-    SV_EXEC_POSTER,
-    SV_EXEC_ENGINE
+    SV_EXEC_POSTER,  /* the posting thread: small WRs (sv_for_engine()) */
+    SV_EXEC_ENGINE,  /* any thread on the engine's behalf: every WR */
+    SV_EXEC_THREAD   /* the engine thread: one WR per call */
 } sv_executor_t;
 
 void sv_engine_add(sv_qp_priv_t *qp);

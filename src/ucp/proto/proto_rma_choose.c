@@ -378,10 +378,7 @@ ucp_rma_choose_staged_progress(ucp_request_t *req,
     const ucp_proto_common_lane_priv_t *lpriv = &mpriv->lanes[0].super;
 
     return ucp_rma_staged_progress(req, lpriv->lane, lpriv->md_index,
-                                   lpriv->rkey_index,
-                                   ucs_calib_sp_first(cpriv->c0,
-                                           req->send.state.dt_iter.length),
-                                   cpriv->q);
+                                   lpriv->rkey_index, cpriv->c0, cpriv->q);
 }
 
 static void ucp_rma_choose_abort(ucp_request_t *req, ucs_status_t status)

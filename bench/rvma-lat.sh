@@ -67,6 +67,19 @@ if have_softverbs && command -v ib_send_lat > /dev/null &&
         done
     done
 fi
+# and the floor under the polled-put goal for a put placed straight into a
+# posted buffer: the target learns of it from its receive CQ
+# (bench/verbs-notify-lat.c)
+: > "$tmp/notify"
+if have_softverbs && [ -z "${SOFTVERBS_NET:-}" ] &&
+   gcc -O2 -Wall -o "$tmp/vnl" "$bench_top/bench/verbs-notify-lat.c" \
+       -libverbs 2> /dev/null; then
+    for r in $(seq 1 "$RUNS"); do
+        # shellcheck disable=SC2046
+        env $(softverbs_env) timeout 120 "$tmp/vnl" >> "$tmp/notify" ||
+            echo "verbs-notify-lat run $r failed" >&2
+    done
+fi
 
 python3 - "$tmp" "$RUNS" "${UCX_TLS:-hcr}" > "$out/rvma-lat.txt" <<'PY'
 import sys, statistics
@@ -113,6 +126,17 @@ for s in sorted(floor):
     write = statistics.median(v[1] for v in floor[s])
     print("fabric floor, %d B (perftest, no UCX): ib_send_lat %.2f us / "
           "ib_write_lat %.2f us = %.2f" % (s, send, write, send / write))
+notify = {}
+for line in open(f"{tmp}/notify"):
+    f = line.split()
+    if len(f) == 4 and f[0] == "notify":
+        notify.setdefault(int(f[1]), []).append((float(f[2]), float(f[3])))
+for s in sorted(notify):
+    write = statistics.median(v[0] for v in notify[s])
+    wimm = statistics.median(v[1] for v in notify[s])
+    print("fabric floor, %d B (verbs, no UCX): write with immediate, target "
+          "polls its CQ %.2f us / write, target polls the last byte %.2f us "
+          "= %.2f" % (s, wimm, write, wimm / write))
 for p in sorted(rate):
     print("message rate, %d initiator(s) into one window, 8 B puts: "
           "%.0f puts/s fast path, %.0f active messages (medians)" %

@@ -1,0 +1,262 @@
+/*
+ * The fabric's own cost of telling a target that data is there, without
+ * UCX (issue 7: the floor under RVMA's latency goal against a polled put).
+ * Two processes on this host, one RC QP each (fork + pipes for the QP
+ * numbers and keys), ping-pong of one operation each way:
+ *   write - RDMA write whose last byte changes every iteration; the target
+ *           polls that byte (what bench/rvma-lat.c's polled put does);
+ *   wimm  - RDMA write with immediate into the same buffer; the target
+ *           polls its receive CQ and posts the receive again (what a put
+ *           placed straight into a posted buffer and notified by the
+ *           network, with no copy and no ring, would cost at least).
+ * Prints "notify SIZE write_us wimm_us", half round trips, medians.
+ *
+ *   verbs-notify-lat [-n iterations]
+ */
+#include "bench_util.h"
+
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_SIZE 65536
+#define RECVS    128
+
+typedef struct {
+    uint32_t qpn;
+    uint32_t rkey;
+    uint16_t lid;
+    uint64_t addr;
+} peer_info_t;
+
+static struct ibv_context *ctx;
+static struct ibv_qp *qp;
+static struct ibv_cq *scq, *rcq;
+static struct ibv_mr *mr;
+static uint8_t *sbuf, *rbuf;
+static peer_info_t peer;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "verbs-notify-lat: %s failed\n", what);
+    exit(1);
+}
+
+static void xfer(int fd, void *buf, size_t len, int send)
+{
+    ssize_t n = send ? write(fd, buf, len) : read(fd, buf, len);
+
+    if (n != (ssize_t)len) {
+        die("pipe");
+    }
+}
+
+static void poll_one(struct ibv_cq *cq)
+{
+    struct ibv_wc wc;
+    int n;
+
+    while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
+    }
+    if ((n < 0) || (wc.status != IBV_WC_SUCCESS)) {
+        die("completion");
+    }
+}
+
+static void post_recv(void)
+{
+    struct ibv_recv_wr wr = {0}, *bad;
+
+    if (ibv_post_recv(qp, &wr, &bad)) {
+        die("ibv_post_recv");
+    }
+}
+
+static void post_write(size_t size, int with_imm)
+{
+    struct ibv_sge sge = {(uintptr_t)sbuf, (uint32_t)size, mr->lkey};
+    struct ibv_send_wr wr = {0}, *bad;
+
+    wr.sg_list             = &sge;
+    wr.num_sge             = 1;
+    wr.opcode              = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM :
+                                        IBV_WR_RDMA_WRITE;
+    wr.send_flags          = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = peer.addr;
+    wr.wr.rdma.rkey        = peer.rkey;
+    if (ibv_post_send(qp, &wr, &bad)) {
+        die("ibv_post_send");
+    }
+    poll_one(scq);
+}
+
+static void setup(int rfd, int wfd)
+{
+    struct ibv_qp_init_attr qa = {0};
+    struct ibv_qp_attr a;
+    struct ibv_device **list;
+    struct ibv_port_attr pa;
+    peer_info_t mine;
+    struct ibv_pd *pd;
+    int i;
+
+    list = ibv_get_device_list(NULL);
+    if ((list == NULL) || (list[0] == NULL)) {
+        die("ibv_get_device_list");
+    }
+    ctx = ibv_open_device(list[0]);
+    ibv_free_device_list(list);
+    pd  = ctx ? ibv_alloc_pd(ctx) : NULL;
+    scq = ctx ? ibv_create_cq(ctx, RECVS, NULL, NULL, 0) : NULL;
+    rcq = ctx ? ibv_create_cq(ctx, RECVS, NULL, NULL, 0) : NULL;
+    if ((pd == NULL) || (scq == NULL) || (rcq == NULL)) {
+        die("device setup");
+    }
+    sbuf = aligned_alloc(4096, 2 * MAX_SIZE);
+    if (sbuf == NULL) {
+        die("aligned_alloc");
+    }
+    rbuf = sbuf + MAX_SIZE;
+    memset(sbuf, 0, 2 * MAX_SIZE);
+    mr = ibv_reg_mr(pd, sbuf, 2 * MAX_SIZE,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    qa.send_cq          = scq;
+    qa.recv_cq          = rcq;
+    qa.qp_type          = IBV_QPT_RC;
+    qa.cap.max_send_wr  = 16;
+    qa.cap.max_recv_wr  = RECVS;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    qp = mr ? ibv_create_qp(pd, &qa) : NULL;
+    if ((qp == NULL) || ibv_query_port(ctx, 1, &pa)) {
+        die("QP setup");
+    }
+
+    mine.qpn  = qp->qp_num;
+    mine.rkey = mr->rkey;
+    mine.lid  = pa.lid;
+    mine.addr = (uintptr_t)rbuf;
+    xfer(wfd, &mine, sizeof(mine), 1);
+    xfer(rfd, &peer, sizeof(peer), 0);
+
+    memset(&a, 0, sizeof(a));
+    a.qp_state        = IBV_QPS_INIT;
+    a.port_num        = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                              IBV_QP_ACCESS_FLAGS)) {
+        die("INIT");
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state           = IBV_QPS_RTR;
+    a.path_mtu           = IBV_MTU_4096;
+    a.dest_qp_num        = peer.qpn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer      = 1;
+    a.ah_attr.dlid       = peer.lid;
+    a.ah_attr.port_num   = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                              IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC |
+                              IBV_QP_MIN_RNR_TIMER)) {
+        die("RTR");
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state      = IBV_QPS_RTS;
+    a.timeout       = 14;
+    a.retry_cnt     = 7;
+    a.rnr_retry     = 7;
+    a.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+                              IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+        die("RTS");
+    }
+    for (i = 0; i < RECVS; ++i) {
+        post_recv();
+    }
+}
+
+/* half the median round trip of iters ping-pongs, in us */
+static double pingpong(int rank, size_t size, int with_imm, int iters,
+                       double *samples)
+{
+    volatile uint8_t *last = rbuf + size - 1;
+    uint8_t flag;
+    double t0;
+    int i, turn;
+
+    for (i = 0; i < iters; ++i) {
+        flag = (uint8_t)((i % 255) + 1);
+        t0   = now();
+        for (turn = 0; turn < 2; ++turn) {
+            if (turn == rank) {
+                if (with_imm) {
+                    poll_one(rcq);
+                    post_recv();
+                } else {
+                    while (*last != flag) {
+                    }
+                }
+            } else {
+                sbuf[size - 1] = flag;
+                post_write(size, with_imm);
+            }
+        }
+        samples[i] = (now() - t0) / 2;
+    }
+    return median(samples, iters) * 1e6;
+}
+
+int main(int argc, char **argv)
+{
+    static const size_t sizes[] = {8, 512, 4096, 16384, 65536};
+    int iters = 2000, p2c[2], c2p[2], rank, rfd, wfd, c, status;
+    double write_us, wimm_us, *samples;
+    unsigned i;
+    char sync = 0;
+    pid_t pid;
+
+    while ((c = getopt(argc, argv, "n:")) != -1) {
+        if (c != 'n') {
+            fprintf(stderr, "usage: %s [-n iterations]\n", argv[0]);
+            return 2;
+        }
+        iters = atoi(optarg);
+    }
+    samples = calloc((iters > 0) ? iters : 1, sizeof(*samples));
+    if ((iters < 1) || (samples == NULL) || pipe(p2c) || pipe(c2p)) {
+        die("arguments");
+    }
+
+    pid  = fork();
+    rank = (pid == 0);
+    rfd  = rank ? p2c[0] : c2p[0];
+    wfd  = rank ? c2p[1] : p2c[1];
+    setup(rfd, wfd);
+    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        /* the flag byte is clear on both sides before each series */
+        rbuf[sizes[i] - 1] = 0;
+        xfer(wfd, &sync, 1, 1);
+        xfer(rfd, &sync, 1, 0);
+        write_us = pingpong(rank, sizes[i], 0, iters, samples);
+        xfer(wfd, &sync, 1, 1);
+        xfer(rfd, &sync, 1, 0);
+        wimm_us = pingpong(rank, sizes[i], 1, iters, samples);
+        if (rank) {
+            printf("notify %zu %.3f %.3f\n", sizes[i], write_us, wimm_us);
+            fflush(stdout);
+        }
+    }
+    xfer(wfd, &sync, 1, 1);
+    xfer(rfd, &sync, 1, 0);
+    if (!rank) {
+        waitpid(pid, &status, 0);
+        return !(WIFEXITED(status) && (WEXITSTATUS(status) == 0));
+    }
+    return 0;
+}

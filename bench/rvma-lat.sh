@@ -5,7 +5,10 @@
 #   rvma  - ucp_rvma_put_nbx() and the target's completion pointer,
 #   flush - put + flush + tag send (what InfiniBand needs to signal a put),
 #   poll  - put whose last byte the target polls;
-# and the message rate of 1 and 4 initiators into one window. Each run goes
+# and the message rate of 1 and 4 initiators into one window, and the
+# fabric's floors without UCX (perftest's send/write latencies, and
+# bench/verbs-notify-lat.c: a write with immediate whose target polls its
+# CQ against a write whose target polls its last byte). Each run goes
 # twice, with the hcr fast path (UCX_HCR_RVMA_FAST=y, the default: one
 # write-with-immediate per put, of the data up to UCX_HCR_RVMA_FAST_MAX and
 # above it of a record the target reads the data by) and without it

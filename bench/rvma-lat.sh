@@ -75,8 +75,8 @@ fi
 # (bench/verbs-notify-lat.c)
 : > "$tmp/notify"
 if have_softverbs && [ -z "${SOFTVERBS_NET:-}" ] &&
-   gcc -O2 -Wall -o "$tmp/vnl" "$bench_top/bench/verbs-notify-lat.c" \
-       -libverbs 2> /dev/null; then
+   gcc -O2 -Wall -I"$bench_top/contrib/softverbs" -o "$tmp/vnl" \
+       "$bench_top/bench/verbs-notify-lat.c" -libverbs 2> /dev/null; then
     for r in $(seq 1 "$RUNS"); do
         # shellcheck disable=SC2046
         env $(softverbs_env) timeout 120 "$tmp/vnl" >> "$tmp/notify" ||

@@ -14,6 +14,7 @@
  *   verbs-notify-lat [-n iterations]
  */
 #include "bench_util.h"
+#include "sv_rc_connect.h"
 
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -97,8 +98,8 @@ static void post_write(size_t size, int with_imm)
 static void setup(int rfd, int wfd)
 {
     struct ibv_qp_init_attr qa = {0};
-    struct ibv_qp_attr a;
     struct ibv_device **list;
+    const char *step;
     struct ibv_port_attr pa;
     peer_info_t mine;
     struct ibv_pd *pd;
@@ -143,38 +144,9 @@ static void setup(int rfd, int wfd)
     xfer(wfd, &mine, sizeof(mine), 1);
     xfer(rfd, &peer, sizeof(peer), 0);
 
-    memset(&a, 0, sizeof(a));
-    a.qp_state        = IBV_QPS_INIT;
-    a.port_num        = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                              IBV_QP_ACCESS_FLAGS)) {
-        die("INIT");
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state           = IBV_QPS_RTR;
-    a.path_mtu           = IBV_MTU_4096;
-    a.dest_qp_num        = peer.qpn;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer      = 1;
-    a.ah_attr.dlid       = peer.lid;
-    a.ah_attr.port_num   = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                              IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                              IBV_QP_MAX_DEST_RD_ATOMIC |
-                              IBV_QP_MIN_RNR_TIMER)) {
-        die("RTR");
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state      = IBV_QPS_RTS;
-    a.timeout       = 14;
-    a.retry_cnt     = 7;
-    a.rnr_retry     = 7;
-    a.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-                              IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
-        die("RTS");
+    step = sv_rc_connect(qp, peer.qpn, peer.lid);
+    if (step != NULL) {
+        die(step);
     }
     for (i = 0; i < RECVS; ++i) {
         post_recv();
@@ -237,6 +209,9 @@ int main(int argc, char **argv)
     rank = (pid == 0);
     rfd  = rank ? p2c[0] : c2p[0];
     wfd  = rank ? c2p[1] : p2c[1];
+    /* only the peer's ends stay open: a peer that dies ends our reads */
+    close(rank ? p2c[1] : c2p[1]);
+    close(rank ? c2p[0] : p2c[0]);
     setup(rfd, wfd);
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
         /* the flag byte is clear on both sides before each series */

@@ -7,6 +7,8 @@
  *
  * usage: LD_PRELOAD=libsoftverbs.so softverbs-overlap [size] [compute_us]
  */
+#include "sv_rc_connect.h"
+
 #include <infiniband/verbs.h>
 #include <signal.h>
 #include <stdint.h>
@@ -40,39 +42,10 @@ static void die(const char *what)
 
 static void connect_qp(struct ibv_qp *qp, const info_t *peer)
 {
-    struct ibv_qp_attr a;
+    const char *step = sv_rc_connect(qp, peer->qpn, peer->lid);
 
-    memset(&a, 0, sizeof(a));
-    a.qp_state        = IBV_QPS_INIT;
-    a.port_num        = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                      IBV_QP_ACCESS_FLAGS)) {
-        die("INIT");
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state           = IBV_QPS_RTR;
-    a.path_mtu           = IBV_MTU_4096;
-    a.dest_qp_num        = peer->qpn;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer      = 1;
-    a.ah_attr.dlid       = peer->lid;
-    a.ah_attr.port_num   = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-        die("RTR");
-    }
-    memset(&a, 0, sizeof(a));
-    a.qp_state      = IBV_QPS_RTS;
-    a.timeout       = 14;
-    a.retry_cnt     = 7;
-    a.rnr_retry     = 7;
-    a.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-                      IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                      IBV_QP_MAX_QP_RD_ATOMIC)) {
-        die("RTS");
+    if (step != NULL) {
+        die(step);
     }
 }
 

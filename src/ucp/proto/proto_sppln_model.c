@@ -70,7 +70,7 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
      "protocols (it sends buffers in the registration cache, or sent\n"
      "before, with UCX's rendezvous). auto: the measured C_0, the bytes\n"
      "copied during a rendezvous round trip, from which a staged first send\n"
-     "hides its first copy in the round trip.",
+     "hides its first copy in the round trip (at least 16k).",
      ucs_offsetof(ucp_sppln_config_t, thresh), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"SLOT_SIZE", "1m",
@@ -81,7 +81,7 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
     {"SUB_SIZE", "auto",
      "Bytes per notified put: the receiver copies a sub-block out as soon\n"
      "as its notification arrives. auto: the measured size on whose wire\n"
-     "time the put's own cost (the network's gap) is at most a sixteenth\n"
+     "time the put's own cost (the network's gap) is about 1/32\n"
      "(ucx_hcr_calib shows it; 64k without a model), at most a slot.",
      ucs_offsetof(ucp_sppln_config_t, sub_size), UCS_CONFIG_TYPE_MEMUNITS},
 

@@ -698,11 +698,14 @@ ucp_sppln_init(const ucp_proto_init_params_t *init_params, int am)
      * it includes it, as its zcopy path for buffers in the registration
      * cache or sent before. That size is C_0, the bytes copied during a
      * rendezvous round trip: from there on a staged first send hides its
-     * first copy in the round trip a rendezvous costs anyway. */
+     * first copy in the round trip a rendezvous costs anyway; but no less
+     * than the smallest sub-block, below which eager protocols, with no
+     * round trip, stay. */
     if (cfg->thresh != UCS_MEMUNITS_AUTO) {
         thresh = cfg->thresh;
     } else if (spriv->have_model) {
-        thresh = ucs_min(spriv->derived.sp_c0, cfg->slot_size);
+        thresh = ucs_max(spriv->derived.sp_c0, UCP_SPPLN_SUB_MIN);
+        thresh = ucs_min(thresh, cfg->slot_size);
     } else {
         thresh = cfg->slot_size;
     }

@@ -41,7 +41,7 @@
 /* the first chunk is at least this share of a message (ucs_calib_sp_first) */
 #define UCS_CALIB_SP_FIRST_SHARE  8
 
-/* a notified put is on the wire for at least this many gaps, its own cost
+/* a notified put is on the wire for about this many gaps, its own cost
  * (see ucs_calib_derive()); and within these bounds */
 #define UCS_CALIB_SP_SUB_GAPS     32
 #define UCS_CALIB_SP_SUB_MIN      (16 * UCS_KBYTE)

@@ -47,10 +47,8 @@ static void sppln_env(const char *path, const char *tls)
     setenv("UCX_HCR_SPPLN_PATH", path, 1);
     setenv("UCX_HCR_SPPLN_TLS", "all", 1);
     /* every size the tests send goes through rndv/sppln, so that its
-     * counters account for each message; by default it takes over where
-     * the host's measurement says the superpipeline starts to pay, which
-     * moved between 64 KiB and 185 KiB from one measurement to the next
-     * here */
+     * counters account for each message; by default it takes over from the
+     * measured C_0, which moves with the host's measurement */
     setenv("UCX_HCR_SPPLN_THRESH", "64k", 1);
 }
 

@@ -171,16 +171,16 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
     ctx->id  = sv_new_id();
 
     /*
-     * The extended part, as rdma-core's providers fill it: sz covers every
-     * member from the first op to the end, and the ABI marker in the
-     * ibv_context tells verbs_get_ctx() that it is there. An op left NULL
-     * makes the verbs.h helper that needs it fail with EOPNOTSUPP (or fall
-     * back to the basic verb: ibv_query_port, ibv_create_cq_ex in UCX),
-     * which is what softverbs wants for the extensions it does not emulate.
-     * priv stays NULL: only libibverbs' own implementations of the entry
-     * points read it, and softverbs replaces each of those that an
-     * application can call with a context of ours (see the end of this
-     * file).
+     * The extended part, as rdma-core's providers fill it: the ABI marker
+     * in the ibv_context tells verbs_get_ctx() that it is there, and sz is
+     * the size of the struct softverbs was built with (verbs_get_ctx_op()
+     * takes an op as absent when it lies outside). An op left NULL makes
+     * the verbs.h helper that needs it fail with EOPNOTSUPP, which is what
+     * softverbs wants for the extensions it does not emulate (UCX then
+     * falls back from ibv_create_cq_ex to ibv_create_cq). priv stays NULL:
+     * only libibverbs' own implementations of the entry points read it,
+     * and softverbs replaces each of those that an application can call
+     * with a context of ours (see the end of this file).
      */
     ctx->vctx.sz              = sizeof(ctx->vctx);
     ctx->vctx.query_port      = sv_vctx_query_port;

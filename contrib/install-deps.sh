@@ -14,6 +14,8 @@ PKGS=(
     libnuma-dev
     # tests and benchmarks
     gnuplot-nox iproute2 procps bc
+    # libfabric's fi_info and fi_pingpong, run on softverbs by the tests
+    libfabric-bin
 )
 
 missing=()

@@ -280,8 +280,17 @@ void sv_ring_fini(sv_ring_t *ring);
  */
 struct sv_qp;
 
+/*
+ * A device context, laid out as rdma-core's providers lay theirs out: a
+ * struct verbs_context first, whose last member is the struct ibv_context
+ * that ibv_open_device() returns, so that verbs_get_ctx() and
+ * verbs_get_ctx_op() (inline in verbs.h, used by applications and by other
+ * providers' libraries such as libefa) find it right before the context.
+ * The ibv_context is therefore NOT at the start of sv_context_t: go from one
+ * to the other with sv_ctx() and sv_ibctx(), never with a cast.
+ */
 typedef struct sv_context {
-    struct ibv_context ibctx;
+    struct verbs_context vctx;
     int                dev;
     uint64_t           id;
     struct sv_qp      *qps;            /* under async_lock */
@@ -291,6 +300,17 @@ typedef struct sv_context {
     struct ibv_async_event async_q[256];
     unsigned           async_head, async_tail;
 } sv_context_t;
+
+static inline sv_context_t *sv_ctx(struct ibv_context *context)
+{
+    return (sv_context_t *)((char *)context -
+                            offsetof(sv_context_t, vctx.context));
+}
+
+static inline struct ibv_context *sv_ibctx(sv_context_t *ctx)
+{
+    return &ctx->vctx.context;
+}
 
 typedef struct {
     struct ibv_pd ibpd;

@@ -15,8 +15,11 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-/* mlx5dv_is_supported() and other provider probes read past struct
- * ibv_device into the provider's private part: keep that zero. */
+/* rdma-core providers wrap struct ibv_device in their struct verbs_device,
+ * whose next member is the provider's ops table, and their direct-verbs
+ * libraries (mlx5dv_is_supported(), efadv_query_device(), ...) tell their
+ * own devices by that pointer: keep everything past struct ibv_device zero,
+ * so that each of them sees a device that is not its own. */
 typedef struct {
     struct ibv_device dev;
     uint8_t           zero[1024];
@@ -95,14 +98,33 @@ SV_EXPORT const char *ibv_get_device_name(struct ibv_device *device)
     return device->name;
 }
 
+/* the index of one of our devices, -1 for any other pointer */
+static int sv_dev_index(struct ibv_device *device)
+{
+    uintptr_t p    = (uintptr_t)device;
+    uintptr_t base = (uintptr_t)&sv_devices[0].dev;
+
+    if ((p < base) || (p >= base + sizeof(sv_devices)) ||
+        ((p - base) % sizeof(sv_devices[0]) != 0)) {
+        return -1;
+    }
+    return (int)((p - base) / sizeof(sv_devices[0]));
+}
+
 SV_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 {
-    return htobe64(sv_port_guid((int)((sv_device_t *)device - sv_devices)));
+    int i = sv_dev_index(device);
+
+    if (i < 0) {
+        errno = ENODEV;
+        return 0;
+    }
+    return htobe64(sv_port_guid(i));
 }
 
 SV_EXPORT int ibv_get_device_index(struct ibv_device *device)
 {
-    return (int)((sv_device_t *)device - sv_devices);
+    return sv_dev_index(device);
 }
 
 SV_EXPORT int ibv_fork_init(void)
@@ -115,11 +137,27 @@ SV_EXPORT enum ibv_fork_status ibv_is_fork_initialized(void)
     return IBV_FORK_UNNEEDED;
 }
 
+static int sv_vctx_query_port(struct ibv_context *context, uint8_t port_num,
+                              struct ibv_port_attr *attr, size_t attr_len);
+static int sv_vctx_query_device_ex(struct ibv_context *context,
+                                   const struct ibv_query_device_ex_input *in,
+                                   struct ibv_device_attr_ex *attr,
+                                   size_t attr_size);
+static struct ibv_qp *sv_vctx_create_qp_ex(struct ibv_context *context,
+                                           struct ibv_qp_init_attr_ex *attr);
+
 SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
+    struct ibv_context *ibctx;
     sv_context_t *ctx;
-    int ret = sv_init();
+    int ret, dev;
 
+    dev = sv_dev_index(device);
+    if (dev < 0) {
+        errno = ENODEV;
+        return NULL;
+    }
+    ret = sv_init();
     if (ret != 0) {
         errno = ret;
         return NULL;
@@ -129,35 +167,57 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
         errno = ENOMEM;
         return NULL;
     }
-    ctx->dev                     = ibv_get_device_index(device);
-    ctx->id                      = sv_new_id();
-    ctx->ibctx.device            = device;
-    ctx->ibctx.ops.post_send     = sv_op_post_send;
-    ctx->ibctx.ops.post_recv     = sv_op_post_recv;
-    ctx->ibctx.ops.post_srq_recv = sv_op_post_srq_recv;
-    ctx->ibctx.ops.poll_cq       = sv_op_poll_cq;
-    ctx->ibctx.ops.req_notify_cq = sv_op_req_notify_cq;
-    ctx->ibctx.num_comp_vectors  = 1;
-    ctx->ibctx.cmd_fd   = open("/dev/null", O_RDWR | O_CLOEXEC);
-    ctx->ibctx.async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-    if (ctx->ibctx.async_fd < 0) {
+    ctx->dev = dev;
+    ctx->id  = sv_new_id();
+
+    /*
+     * The extended part, as rdma-core's providers fill it: the ABI marker
+     * in the ibv_context tells verbs_get_ctx() that it is there, and sz is
+     * the size of the struct softverbs was built with (verbs_get_ctx_op()
+     * takes an op as absent when it lies outside). An op left NULL makes
+     * the verbs.h helper that needs it fail with EOPNOTSUPP, which is what
+     * softverbs wants for the extensions it does not emulate (UCX then
+     * falls back from ibv_create_cq_ex to ibv_create_cq). priv stays NULL:
+     * only libibverbs' own implementations of the entry points read it,
+     * and softverbs replaces each of those that an application can call
+     * with a context of ours (see the end of this file).
+     */
+    ctx->vctx.sz              = sizeof(ctx->vctx);
+    ctx->vctx.query_port      = sv_vctx_query_port;
+    ctx->vctx.query_device_ex = sv_vctx_query_device_ex;
+    ctx->vctx.create_qp_ex    = sv_vctx_create_qp_ex;
+
+    ibctx                     = sv_ibctx(ctx);
+    ibctx->abi_compat         = __VERBS_ABI_IS_EXTENDED;
+    ibctx->device             = device;
+    /* the data path verbs.h inlines call through these */
+    ibctx->ops.post_send      = sv_op_post_send;
+    ibctx->ops.post_recv      = sv_op_post_recv;
+    ibctx->ops.post_srq_recv  = sv_op_post_srq_recv;
+    ibctx->ops.poll_cq        = sv_op_poll_cq;
+    ibctx->ops.req_notify_cq  = sv_op_req_notify_cq;
+    /* ops.alloc_mw stays NULL: ibv_alloc_mw() fails with EOPNOTSUPP */
+    ibctx->num_comp_vectors   = 1;
+    ibctx->cmd_fd   = open("/dev/null", O_RDWR | O_CLOEXEC);
+    ibctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (ibctx->async_fd < 0) {
         ret = errno;
-        close(ctx->ibctx.cmd_fd);
+        close(ibctx->cmd_fd);
         free(ctx);
         errno = ret;
         return NULL;
     }
-    pthread_mutex_init(&ctx->ibctx.mutex, NULL);
+    pthread_mutex_init(&ibctx->mutex, NULL);
     pthread_mutex_init(&ctx->async_lock, NULL);
-    return &ctx->ibctx;
+    return ibctx;
 }
 
 SV_EXPORT int ibv_close_device(struct ibv_context *context)
 {
-    sv_context_t *ctx = (sv_context_t *)context;
+    sv_context_t *ctx = sv_ctx(context);
 
-    close(ctx->ibctx.async_fd);
-    close(ctx->ibctx.cmd_fd);
+    close(context->async_fd);
+    close(context->cmd_fd);
     free(ctx);
     return 0;
 }
@@ -165,7 +225,7 @@ SV_EXPORT int ibv_close_device(struct ibv_context *context)
 SV_EXPORT int ibv_query_device(struct ibv_context *context,
                                struct ibv_device_attr *attr)
 {
-    sv_context_t *ctx = (sv_context_t *)context;
+    sv_context_t *ctx = sv_ctx(context);
 
     memset(attr, 0, sizeof(*attr));
     snprintf(attr->fw_ver, sizeof(attr->fw_ver), "softverbs-1.1");
@@ -203,41 +263,101 @@ SV_EXPORT int ibv_query_device(struct ibv_context *context,
     return 0;
 }
 
+/*
+ * The extended device query (the verbs_context op behind
+ * ibv_query_device_ex()): the basic attributes, and no extension. attr_size
+ * is the size of the caller's struct, which is smaller for a program built
+ * against older headers: fill what it has.
+ */
+static int sv_vctx_query_device_ex(struct ibv_context *context,
+                                   const struct ibv_query_device_ex_input *in,
+                                   struct ibv_device_attr_ex *attr,
+                                   size_t attr_size)
+{
+    struct ibv_device_attr_ex a;
+    int ret;
+
+    if ((in != NULL) && (in->comp_mask != 0)) {
+        return EINVAL;
+    }
+    if (attr_size < offsetof(struct ibv_device_attr_ex, comp_mask) +
+                    sizeof(attr->comp_mask)) {
+        return EINVAL;
+    }
+    memset(&a, 0, sizeof(a));
+    ret = ibv_query_device(context, &a.orig_attr);
+    if (ret != 0) {
+        return ret;
+    }
+    /* the extended flags include the basic ones; no ODP, TSO, RSS, tag
+     * matching, timestamps, device memory or PCI atomics */
+    a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+    a.phys_port_cnt_ex    = a.orig_attr.phys_port_cnt;
+    memset(attr, 0, attr_size);
+    memcpy(attr, &a, (attr_size < sizeof(a)) ? attr_size : sizeof(a));
+    return 0;
+}
+
+static void sv_port_attr(sv_context_t *ctx, struct ibv_port_attr *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->state           = IBV_PORT_ACTIVE;
+    a->max_mtu         = IBV_MTU_4096;
+    a->active_mtu      = IBV_MTU_4096;
+    a->gid_tbl_len     = 1;
+    a->port_cap_flags  = 0x02010000; /* IsCM | IsSM-disabled style defaults */
+    a->max_msg_sz      = SV_MAX_MSG;
+    a->pkey_tbl_len    = 1;
+    a->lid             = sv_port_lid(ctx->dev);
+    a->sm_lid          = 1;
+    a->max_vl_num      = 1;
+    a->subnet_timeout  = 18;
+    a->active_width    = 2;   /* 4x */
+    a->active_speed    = 32;  /* EDR */
+    a->phys_state      = 5;   /* LinkUp */
+    a->link_layer      = IBV_LINK_LAYER_INFINIBAND;
+}
+
+/* the fields of struct ibv_port_attr that its first ABI (the compat struct
+ * that the exported ibv_query_port symbol takes) has */
+#define SV_PORT_ATTR_COMPAT_LEN (offsetof(struct ibv_port_attr, link_layer) + 1)
+
+/* the verbs_context op behind the ibv_query_port() of verbs.h: the whole
+ * struct, or as much of it as the caller's (older) struct has */
+static int sv_vctx_query_port(struct ibv_context *context, uint8_t port_num,
+                              struct ibv_port_attr *attr, size_t attr_len)
+{
+    struct ibv_port_attr a;
+
+    if ((port_num != 1) || (attr_len < SV_PORT_ATTR_COMPAT_LEN)) {
+        return EINVAL;
+    }
+    sv_port_attr(sv_ctx(context), &a);
+    memset(attr, 0, attr_len);
+    memcpy(attr, &a, (attr_len < sizeof(a)) ? attr_len : sizeof(a));
+    return 0;
+}
+
+/* the exported symbol: binaries built against headers older than the
+ * extended op call it directly with the compat struct */
 #undef ibv_query_port
 SV_EXPORT int ibv_query_port(struct ibv_context *context, uint8_t port_num,
                              struct _compat_ibv_port_attr *compat)
 {
-    sv_context_t *ctx = (sv_context_t *)context;
     struct ibv_port_attr a;
 
     if (port_num != 1) {
         return EINVAL;
     }
-    memset(&a, 0, sizeof(a));
-    a.state           = IBV_PORT_ACTIVE;
-    a.max_mtu         = IBV_MTU_4096;
-    a.active_mtu      = IBV_MTU_4096;
-    a.gid_tbl_len     = 1;
-    a.port_cap_flags  = 0x02010000; /* IsCM | IsSM-disabled style defaults */
-    a.max_msg_sz      = SV_MAX_MSG;
-    a.pkey_tbl_len    = 1;
-    a.lid             = sv_port_lid(ctx->dev);
-    a.sm_lid          = 1;
-    a.max_vl_num      = 1;
-    a.subnet_timeout  = 18;
-    a.active_width    = 2;   /* 4x */
-    a.active_speed    = 32;  /* EDR */
-    a.phys_state      = 5;   /* LinkUp */
-    a.link_layer      = IBV_LINK_LAYER_INFINIBAND;
-    /* old binaries pass the smaller compat struct: fill what both have */
-    memcpy(compat, &a, offsetof(struct ibv_port_attr, link_layer) + 1);
+    sv_port_attr(sv_ctx(context), &a);
+    memcpy(compat, &a, SV_PORT_ATTR_COMPAT_LEN);
     return 0;
 }
 
 SV_EXPORT int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
                             int index, union ibv_gid *gid)
 {
-    sv_context_t *ctx = (sv_context_t *)context;
+    sv_context_t *ctx = sv_ctx(context);
 
     if (port_num != 1 || index != 0) {
         return -1;
@@ -505,7 +625,7 @@ void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev)
     pthread_mutex_lock(&ctx->async_lock);
     if (ctx->async_tail - ctx->async_head < 256) {
         ctx->async_q[ctx->async_tail++ % 256] = *ev;
-        if (write(ctx->ibctx.async_fd, &one, sizeof(one)) != sizeof(one)) {
+        if (write(sv_ibctx(ctx)->async_fd, &one, sizeof(one)) != sizeof(one)) {
             --ctx->async_tail;
         }
     }
@@ -578,11 +698,11 @@ static int sv_async_take_remote(sv_context_t *ctx,
 SV_EXPORT int ibv_get_async_event(struct ibv_context *context,
                                   struct ibv_async_event *event)
 {
-    sv_context_t *ctx = (sv_context_t *)context;
+    sv_context_t *ctx = sv_ctx(context);
     uint64_t one;
     int ret = -1;
 
-    if (read(ctx->ibctx.async_fd, &one, sizeof(one)) != sizeof(one)) {
+    if (read(context->async_fd, &one, sizeof(one)) != sizeof(one)) {
         return -1;
     }
     pthread_mutex_lock(&ctx->async_lock);
@@ -682,4 +802,136 @@ SV_EXPORT int ibv_rate_to_mbps(enum ibv_rate rate)
 {
     (void)rate;
     return 100000;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/*
+ * The extended QP creation (the verbs_context op behind
+ * ibv_create_qp_ex()): what the basic verb can do, and a clean EOPNOTSUPP
+ * for the extensions softverbs does not emulate (XRC, RSS, TSO, create
+ * flags, the ibv_wr_* send API of ibv_qp_ex).
+ */
+static struct ibv_qp *sv_vctx_create_qp_ex(struct ibv_context *context,
+                                           struct ibv_qp_init_attr_ex *attr)
+{
+    const uint32_t known = IBV_QP_INIT_ATTR_PD |
+                           IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                           IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+
+    if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || (attr->pd == NULL) ||
+        (attr->pd->context != context)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if ((attr->comp_mask & ~known) ||
+        ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+         (attr->create_flags != 0)) ||
+        ((attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+         (attr->send_ops_flags != 0))) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    /* the extended attributes start with the basic ones, as verbs.h's own
+     * fallback for a PD-only mask relies on */
+    return ibv_create_qp(attr->pd, (struct ibv_qp_init_attr *)attr);
+}
+
+/*
+ * libibverbs entry points that softverbs does not emulate. libibverbs'
+ * own versions of these dispatch through the provider ops table that it
+ * keeps in verbs_context.priv, which a softverbs context does not have:
+ * called with one of our objects they would crash, so they are replaced
+ * here by clean failures.
+ */
+
+/* sharing a context with another process through its command fd */
+SV_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
+{
+    (void)cmd_fd;
+    errno = EOPNOTSUPP;
+    return NULL;
+}
+
+SV_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *context,
+                                       uint32_t pd_handle)
+{
+    (void)context; (void)pd_handle;
+    errno = EOPNOTSUPP;
+    return NULL;
+}
+
+SV_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
+{
+    (void)pd; (void)mr_handle;
+    errno = EOPNOTSUPP;
+    return NULL;
+}
+
+SV_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *context,
+                                       uint32_t dm_handle)
+{
+    (void)context; (void)dm_handle;
+    errno = EOPNOTSUPP;
+    return NULL;
+}
+
+/* nothing can have been imported: there is nothing to release (the object
+ * stays valid, to be destroyed with its usual verb) */
+SV_EXPORT void ibv_unimport_pd(struct ibv_pd *pd)
+{
+    (void)pd;
+}
+
+SV_EXPORT void ibv_unimport_mr(struct ibv_mr *mr)
+{
+    (void)mr;
+}
+
+SV_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
+{
+    (void)dm;
+}
+
+/* enhanced connection establishment: no options to negotiate */
+SV_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+    (void)qp; (void)ece;
+    return EOPNOTSUPP;
+}
+
+SV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
+{
+    (void)qp; (void)ece;
+    return EOPNOTSUPP;
+}
+
+/* 0: the bytes of one operation are not guaranteed to land in order (only
+ * the last SV_TAIL_BYTES are placed last) */
+SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp,
+                                         enum ibv_wr_opcode op,
+                                         uint32_t flags)
+{
+    (void)qp; (void)op; (void)flags;
+    return 0;
+}
+
+/* no dma-buf exporter can be reached from process memory */
+SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd,
+                                           uint64_t offset, size_t length,
+                                           uint64_t iova, int fd, int access)
+{
+    (void)pd; (void)offset; (void)length; (void)iova; (void)fd;
+    (void)access;
+    errno = EOPNOTSUPP;
+    return NULL;
+}
+
+/* IBV_REREG_MR_ERR_INPUT: the old MR stays valid, as it is */
+SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+                           void *addr, size_t length, int access)
+{
+    (void)mr; (void)flags; (void)pd; (void)addr; (void)length; (void)access;
+    errno = EOPNOTSUPP;
+    return IBV_REREG_MR_ERR_INPUT;
 }

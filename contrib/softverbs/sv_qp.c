@@ -197,7 +197,7 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
     s->rq.limit      = attr->attr.srq_limit;
     s->async_bits    = 0;
     s->async_fd      = pd->context->async_fd;
-    s->ctx_id        = ((sv_context_t *)pd->context)->id;
+    s->ctx_id        = sv_ctx(pd->context)->id;
     ret = sv_ring_init(&s->rq.ring, attr->attr.max_wr, sizeof(sv_rwqe_t),
                        sv_g.slot);
     if (ret != 0) {
@@ -219,7 +219,7 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
     pthread_mutex_init(&srq->ibsrq.mutex, NULL);
     pthread_cond_init(&srq->ibsrq.cond, NULL);
     {
-        sv_context_t *ctx = (sv_context_t *)pd->context;
+        sv_context_t *ctx = sv_ctx(pd->context);
 
         pthread_mutex_lock(&ctx->async_lock);
         srq->ctx_next = ctx->srqs;
@@ -256,7 +256,7 @@ SV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
     sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq, **pp;
-    sv_context_t *ctx = (sv_context_t *)ibsrq->context;
+    sv_context_t *ctx = sv_ctx(ibsrq->context);
 
     pthread_mutex_lock(&ctx->async_lock);
     for (pp = &ctx->srqs; *pp != NULL; pp = &(*pp)->ctx_next) {
@@ -347,7 +347,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     s->last_wqe      = 0;
     s->async_bits    = 0;
     s->async_fd      = pd->context->async_fd;
-    s->ctx_id        = ((sv_context_t *)pd->context)->id;
+    s->ctx_id        = sv_ctx(pd->context)->id;
     s->rq.lock.owner = 0;
     s->rq.max_sge    = attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1;
     s->rq.ring.off   = 0;
@@ -368,7 +368,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 
     qp->idx          = idx;
     qp->s            = s;
-    qp->ctx          = (sv_context_t *)pd->context;
+    qp->ctx          = sv_ctx(pd->context);
     qp->scq          = (sv_cq_priv_t *)attr->send_cq;
     qp->rcq          = (sv_cq_priv_t *)attr->recv_cq;
     qp->srq          = (sv_srq_priv_t *)attr->srq;

@@ -16,6 +16,9 @@ PKGS=(
     gnuplot-nox iproute2 procps bc
     # libfabric's fi_info and fi_pingpong, run on softverbs by the tests
     libfabric-bin
+    # the interop suite (test/interop): MPI stacks and HPCC, and ss(8) and
+    # stdbuf(1) for its client-server runs
+    openmpi-bin libopenmpi-dev mpich libmpich-dev hpcc coreutils
 )
 
 missing=()

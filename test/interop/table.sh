@@ -15,7 +15,9 @@ awk -F';' '{
     if (!(key in np)) { order[++n] = key }
     np[key] = (key in np) ? np[key] ", " $4 : $4
     what[key] = (key in what && index(what[key], $5) == 0) ? what[key] " + " $5 : (key in what ? what[key] : $5)
-    res[key] = (res[key] == "FAIL" || $6 == "FAIL") ? "FAIL" : "pass"
+    if (res[key] == "FAIL" || $6 == "FAIL") { res[key] = "FAIL" }
+    else if (res[key] ~ /hung/ || $6 ~ /hung/) { res[key] = "pass (data checked; MPI_Finalize hung, see below)" }
+    else { res[key] = "pass" }
 }
 END {
     for (i = 1; i <= n; ++i) {

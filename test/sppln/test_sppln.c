@@ -1000,6 +1000,20 @@ TH_TEST(sppln, schedule_chunks)
         expect = sppln_min(2 * expect, SPPLN_MB);
     }
 
+    /* however long the message: once at a slot, chunks stay there (a
+     * chunk size that kept doubling past what a size_t holds came back as
+     * a page: a 192 MiB message went in 37932 chunks) */
+    length = 256 * SPPLN_MB + 5;
+    for (offset = 0, n = 0, expect = 128 * 1024; offset < length;
+         offset += size, ++n) {
+        size = ucp_sppln_sched_chunk(length, offset, 128 * 1024, 2.0,
+                                     SPPLN_MB);
+        TH_ASSERT_EQ(size, sppln_min(expect, length - offset));
+        expect = sppln_min(2 * expect, SPPLN_MB);
+    }
+    TH_ASSERT_EQ(n, 3 + 255 + 1); /* 128K, 256K, 512K, 255 x 1M, 128K+5 */
+    length = 3 * SPPLN_MB + 5;
+
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
         for (offset = 0, n = 0; offset < length; offset += size, ++n) {
             size = ucp_sppln_sched_chunk(length, offset, bad[i].c0, bad[i].q,

@@ -1030,3 +1030,88 @@ TH_TEST(sppln, schedule_chunks)
     TH_ASSERT(!ucp_sppln_geometry_valid(SPPLN_MB, 2 * SPPLN_MB));
     TH_ASSERT(!ucp_sppln_geometry_valid(1ul << 31, 1024));
 }
+
+
+/* ---- truncation: a receive smaller than the message -------------------- */
+
+#define SPPLN_TRUNC_MSGS 6 /* more than the staging groups (4) */
+#define SPPLN_TRUNC_SIZE (SPPLN_MB + 5)
+#define SPPLN_TRUNC_RECV 300001
+
+/*
+ * Rank 0 sends messages of 1 MiB + 5 through the forced path; rank 1
+ * receives them into buffers of 300001 bytes it never touched (but for 64
+ * guard bytes after them). As in UCX's own rendezvous (the zcopy path):
+ * the receive completes with UCS_ERR_MESSAGE_TRUNCATED, the send with
+ * UCS_OK, nothing after the receive buffer changes, and the staging a
+ * truncated message held is given back (more of them than staging groups,
+ * then one that fits and must arrive whole).
+ */
+static void sppln_trunc_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_arg_t *arg    = varg;
+    ucp_request_param_t param = {0};
+    const sppln_stats_t *st;
+    size_t map_len, size, k;
+    ucs_status_t status;
+    uint8_t *map, *buf;
+    th_ucp_t ucp;
+    unsigned i;
+    void *req;
+    char go;
+
+    sppln_env(arg->path, "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i <= SPPLN_TRUNC_MSGS; ++i) {
+        size = (i < SPPLN_TRUNC_MSGS) ? SPPLN_TRUNC_RECV : SPPLN_TRUNC_SIZE;
+        map  = sppln_map(SPPLN_TRUNC_SIZE, &map_len);
+        buf  = map + 64 + i;
+        if (rank == 0) {
+            th_fill_pattern(buf, SPPLN_TRUNC_SIZE, 800 + i);
+            th_oob_recv(oob, 1, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                    ucp_tag_send_nbx(ucp.ep, buf, SPPLN_TRUNC_SIZE,
+                                     0x300 + i, &param), 120.0));
+        } else {
+            memset(buf + size, 0xee, 64);
+            req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x300 + i,
+                                   (ucp_tag_t)-1, &param);
+            go = 1;
+            th_oob_send(oob, 0, &go, 1);
+            status = th_ucp_wait(&ucp, req, 120.0);
+            if (i < SPPLN_TRUNC_MSGS) {
+                TH_ASSERT_EQ(status, UCS_ERR_MESSAGE_TRUNCATED);
+            } else {
+                TH_ASSERT_UCS_OK(status);
+                TH_CHECK_PATTERN(buf, size, 800 + i);
+            }
+            for (k = 0; k < 64; ++k) {
+                TH_ASSERT_EQ(buf[size + k], 0xee);
+            }
+        }
+        munmap(map, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+
+    if (rank == 0) {
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT(st != NULL);
+        TH_ASSERT_EQ(st->sent[!strcmp(arg->path, "bcopy") ? SP_BCOPY :
+                              !strcmp(arg->path, "sppln") ? SP_SPPLN :
+                              SP_ZCOPY], SPPLN_TRUNC_MSGS + 1);
+    }
+    th_ucp_cleanup(&ucp);
+}
+
+#define SPPLN_TRUNC_TEST(_path) \
+    TH_TEST_TIMEOUT(sppln, truncated_##_path, 120) \
+    { \
+        sppln_arg_t arg = {#_path, "hcr", 0, 0, NULL}; \
+        sppln_run(sppln_trunc_rank, &arg); \
+    }
+
+SPPLN_TRUNC_TEST(sppln)
+SPPLN_TRUNC_TEST(bcopy)
+SPPLN_TRUNC_TEST(zcopy)

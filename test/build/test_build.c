@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 TH_TEST(build, ucx_version)
 {
@@ -39,8 +40,8 @@ static void check_transport(const char *info, const char *tl)
 TH_TEST(build, ucx_info_transports)
 {
     static const char *always[] = {"self", "tcp", "posix", "sysv", "cma"};
-    static const char *verbs[]  = {"rc_verbs", "ud_verbs"};
-    char *out;
+    static const char *verbs[]  = {"rc_verbs", "ud_verbs", "hcr"};
+    char *out, *modules;
     unsigned i;
 
     TH_ASSERT_EQ(th_run_cmd(&out, "%s/bin/ucx_info -d", th_prefix()), 0);
@@ -48,22 +49,25 @@ TH_TEST(build, ucx_info_transports)
         check_transport(out, always[i]);
     }
 
-    /* verbs transports need a device: softverbs provides one when loaded */
-    if (th_have_verbs_device("softverbs")) {
-        for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {
-            check_transport(out, verbs[i]);
-        }
-    } else {
-        th_log("no softverbs device: verbs transports not checked");
-    }
-    free(out);
-
     /* the verbs modules were built, whether or not a device is present */
-    TH_ASSERT_EQ(th_run_cmd(&out, "ls %s/lib/ucx/", th_prefix()), 0);
-    if ((strstr(out, "libuct_ib.so") == NULL) ||
-        (strstr(out, "libuct_rdmacm.so") == NULL)) {
+    TH_ASSERT_EQ(th_run_cmd(&modules, "ls %s/lib/ucx/", th_prefix()), 0);
+    if ((strstr(modules, "libuct_ib.so") == NULL) ||
+        (strstr(modules, "libuct_rdmacm.so") == NULL) ||
+        (strstr(modules, "libuct_ib_hcr.so") == NULL)) {
         TH_FAIL("verbs modules missing from %s/lib/ucx:\n%s", th_prefix(),
-                out);
+                modules);
+    }
+    free(modules);
+
+    /* verbs transports need a device, which softverbs provides: without
+     * one this half is not checked, and the test says so by skipping */
+    if (!th_have_verbs_device("softverbs") && !th_have_verbs_device("mlx")) {
+        free(out);
+        TH_SKIP("no verbs device (softverbs not preloaded): the verbs "
+                "transports were not checked");
+    }
+    for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {
+        check_transport(out, verbs[i]);
     }
     free(out);
 }
@@ -157,5 +161,56 @@ TH_TEST(build, unreachable_apt_source)
                         TH_SRCDIR);
     expect_failure_with(out, status, "is not\n       reachable");
     expect_failure_with(out, status, "--with-ucx-src=/path/to/ucx-1.13.1");
+    free(out);
+}
+
+/* The README's review export: contrib/export-patches.sh makes one patch per
+ * directory of src/ and one per glue patch, and the series, applied with
+ * patch -p1 to pristine UCX (this build's copy), holds every file of src/
+ * as it is here and every glue change */
+TH_TEST_TIMEOUT(build, export_patches, 300)
+{
+    char exe[4096], *out;
+    int status;
+    ssize_t n;
+
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    TH_ASSERT(n > 0);
+    exe[n] = '\0';
+    *strrchr(exe, '/') = '\0'; /* build/test: the pristine tree is beside */
+
+    status = th_run_cmd(&out,
+        "set -e; src=%s; pristine=%s/../ucx/pristine; d=$(mktemp -d); "
+        "trap 'rm -rf $d' EXIT; "
+        "test -f $pristine/configure.ac; "
+        "$src/contrib/export-patches.sh -o $d/p -s $pristine "
+        "    --apply-to $d/tree > $d/log 2>&1 || { cat $d/log; exit 1; }; "
+        "dirs=$(cd $src/src && find . -type f ! -name '*~' ! -name '.*' | "
+        "       xargs -n1 dirname | sort -u | wc -l); "
+        "glue=$(ls $src/contrib/ucx-glue/*.patch | wc -l); "
+        "got=$(ls $d/p/*.patch | wc -l); "
+        "echo \"patches: $got, expected $dirs + $glue\"; "
+        "test $got -eq $((dirs + glue)); "
+        "(cd $src/src && find . -type f ! -name '*~' ! -name '.*') | "
+        "    while read -r f; do cmp $src/src/$f $d/tree/src/$f; done; "
+        /* taking the glue back out, last first, and the new files, leaves
+         * pristine UCX: the series holds the glue, and nothing else */
+        "cp -a $d/tree $d/back; "
+        "for p in $(ls -r $src/contrib/ucx-glue/*.patch); do "
+        "    (cd $d/back && git apply -R $p) || "
+        "        { echo \"glue not in the series: $p\"; exit 1; }; "
+        "done; "
+        "(cd $src/src && find . -type f ! -name '*~' ! -name '.*') | "
+        "    while read -r f; do rm $d/back/src/$f; "
+        "        rmdir -p --ignore-fail-on-non-empty "
+        "            $(dirname $d/back/src/$f); done; "
+        "diff -r $pristine $d/back; "
+        "grep -l '^Subject: ' $d/p/*.patch | wc -l | "
+        "    xargs test $((dirs + glue)) -eq; "
+        "echo export ok",
+        TH_SRCDIR, exe);
+    th_log("%s", out);
+    TH_ASSERT_EQ(status, 0);
+    TH_ASSERT(strstr(out, "export ok") != NULL);
     free(out);
 }

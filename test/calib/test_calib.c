@@ -540,6 +540,10 @@ TH_TEST(calib, hcr_publishes_measured_costs)
 
     calib_env(dir, sizeof(dir));
     setenv("UCX_IB_REG_METHODS", "direct", 1);
+    /* one MR per registration throughout (relaxed ordering makes the md
+     * register twice, and the calibration with it; it is part of the
+     * cache key too, so it must not change between the runs below) */
+    setenv("UCX_IB_PCI_RELAXED_ORDERING", "off", 1);
     if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
         TH_SKIP("no hcr device");
     }
@@ -567,12 +571,10 @@ TH_TEST(calib, hcr_publishes_measured_costs)
     calib_tool_value("source", value, sizeof(value));
     TH_ASSERT_STR_EQ(value, "cache");
 
-    /* emulated NIC firmware at 40 us per registration: another cache
-     * entry, measured, and its fixed cost tracks the configured one */
+    /* emulated NIC firmware at 40 us per registration, the only setting
+     * that changes: another cache entry, measured, and its fixed cost
+     * tracks the configured one */
     setenv("SOFTVERBS_REG_COST_US", "40", 1);
-    /* one MR per registration (relaxed ordering makes the md register
-     * twice, and the calibration with it: 80 us) */
-    setenv("UCX_IB_PCI_RELAXED_ORDERING", "off", 1);
     calib_tool_value("source", value, sizeof(value));
     TH_ASSERT_STR_EQ(value, "measured");
     calib_tool_value("reg_resident_c", value, sizeof(value));
@@ -707,5 +709,81 @@ TH_TEST(calib, bad_hand_written_model)
     TH_ASSERT(calib_close(uct.md_attr.reg_cost.c, 9e-6, 1e-9));
     TH_ASSERT_EQ(ucs_calib_find(CALIB_DEV, &model, NULL), UCS_ERR_NO_ELEM);
     th_uct_close(&uct);
+    calib_rm_dir(dir);
+}
+
+/* the value of key in the tool's parsable output (in out) */
+static const char *calib_out_value(const char *out, const char *key,
+                                   char *value, size_t max)
+{
+    char pat[64];
+    const char *p;
+
+    snprintf(pat, sizeof(pat), "\n%s=", key);
+    p = strstr(out, pat);
+    if (p == NULL) {
+        TH_FAIL("ucx_hcr_calib -p shows no %s:\n%s", key, out);
+    }
+    p += strlen(pat);
+    snprintf(value, max, "%.*s", (int)strcspn(p, "\n"), p);
+    return value;
+}
+
+/* ucx_hcr_calib -m prints the model in the file format: given back as a
+ * hand-written model (UCX_HCR_CALIB_FILE), the tool shows the same terms,
+ * and derives the same sizes and engine choice from them, and names the
+ * file as their source; -P plots it (a PNG, by gnuplot) */
+TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
+{
+    static const char *keys[] = {
+        "reg_resident_c", "reg_resident_m", "reg_nonresident_m", "dereg_c",
+        "xfer_fault_m", "copy_fault_m", "copy_bw_4194304", "net_latency",
+        "net_bw", "net_gap", "engine_thread_bw", "engine_thread_net_overlap",
+        "sp_c0", "sp_thresh", "sp_sub", "zcopy_thresh_resident",
+        "zcopy_thresh_nonresident", "engine_choice"
+    };
+    char dir[64], path[128], png[128], value[64], measured[64];
+    char *out_measured, *out_file, *out;
+    unsigned char magic[8];
+    unsigned i;
+    FILE *f;
+
+    calib_env(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/model", dir);
+    snprintf(png, sizeof(png), "%s/plot.png", dir);
+    TH_ASSERT_EQ(th_run_cmd(&out, "%s/bin/ucx_hcr_calib -d " CALIB_DEV
+                            " -m > %s", th_prefix(), path), 0);
+    free(out);
+    TH_ASSERT_EQ(th_run_cmd(&out_measured, "%s/bin/ucx_hcr_calib -d "
+                            CALIB_DEV " -p", th_prefix()), 0);
+    TH_ASSERT_EQ(th_run_cmd(&out_file, "UCX_HCR_CALIB_FILE=%s "
+                            "%s/bin/ucx_hcr_calib -d " CALIB_DEV " -p", path,
+                            th_prefix()), 0);
+    TH_ASSERT_STR_EQ(calib_out_value(out_measured, "source", value,
+                                     sizeof(value)), "cache");
+    TH_ASSERT_STR_EQ(calib_out_value(out_file, "source", value,
+                                     sizeof(value)), "file");
+    for (i = 0; i < sizeof(keys) / sizeof(keys[0]); ++i) {
+        calib_out_value(out_measured, keys[i], measured, sizeof(measured));
+        calib_out_value(out_file, keys[i], value, sizeof(value));
+        th_log("%s: measured %s, from the -m file %s", keys[i], measured,
+               value);
+        if (strcmp(value, measured) &&
+            !calib_close(atof(value), atof(measured), 1e-6)) {
+            TH_FAIL("%s: %s measured, %s read back from ucx_hcr_calib -m",
+                    keys[i], measured, value);
+        }
+    }
+    free(out_measured);
+    free(out_file);
+
+    TH_ASSERT_EQ(th_run_cmd(&out, "%s/bin/ucx_hcr_calib -d " CALIB_DEV
+                            " -P %s 2>&1", th_prefix(), png), 0);
+    free(out);
+    f = fopen(png, "rb");
+    TH_ASSERT(f != NULL);
+    TH_ASSERT_EQ(fread(magic, 1, sizeof(magic), f), sizeof(magic));
+    fclose(f);
+    TH_ASSERT_EQ(memcmp(magic, "\x89PNG\r\n\x1a\n", 8), 0);
     calib_rm_dir(dir);
 }

@@ -7,6 +7,7 @@
  */
 #include "th.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -87,7 +88,7 @@ TH_TEST(harness, reports_each_outcome)
     expect(out, "[ FAIL ] selftest.procs_rank_fails");
     /* the failures again, above the summary, with where each was decided */
     expect(out, "\nfailed:\n  selftest.assert_eq_fails: ");
-    expect(out, "test_harness.c:23: expected answer == 42, got 41");
+    expect(out, "test_harness.c:24: expected answer == 42, got 41");
     expect(out, "\n  selftest.crash: killed by signal 11");
     expect(out, "\n  selftest.hang: timeout after 1 s\n");
     expect(out, "\n  selftest.procs_rank_fails: ");
@@ -109,6 +110,52 @@ TH_TEST(harness, filters_by_name)
     expect(out, "[  OK  ] selftest.procs_pass");
     TH_ASSERT(strstr(out, "procs_rank_fails") == NULL);
     TH_ASSERT(strstr(out, "selftest.crash") == NULL);
-    expect(out, "\n2 passed, 0 failed\n");
+    expect(out, "\n2 passed, 0 failed, 0 skipped\n");
     free(out);
+}
+
+/* A skip that the expected-skips file (-x) does not list fails the run,
+ * names the test and why it skipped; one it lists does not; TH_ALLOW_SKIPS
+ * accepts it and the last line says so, with TH_SUMMARY_NOTE after it */
+TH_TEST(harness, unexpected_skip_fails)
+{
+    char path[] = "/tmp/th-expected-XXXXXX";
+    char *out;
+    int fd, status;
+
+    fd = mkstemp(path);
+    TH_ASSERT(fd >= 0);
+    TH_ASSERT(write(fd, "# comment\nselftest.no_such  why\n", 32) == 32);
+    close(fd);
+
+    status = th_run_cmd(&out, "env -u TH_ALLOW_SKIPS -u TH_SUMMARY_NOTE "
+                        "TH_SELFTEST=1 /proc/%d/exe -x %s 'selftest.pass' "
+                        "'selftest.skip' 2>&1", getpid(), path);
+    TH_ASSERT_EQ(status, 1);
+    expect(out, "\nskipped, not in ");
+    expect(out, "\n  selftest.skip: no frobnicator on this host\n");
+    expect(out, "\n1 passed, 0 failed, 1 skipped (1 not expected: a "
+           "failure)\n");
+    free(out);
+
+    status = th_run_cmd(&out, "env -u TH_SUMMARY_NOTE TH_ALLOW_SKIPS=1 "
+                        "TH_SELFTEST=1 /proc/%d/exe -x %s 'selftest.pass' "
+                        "'selftest.skip' 2>&1", getpid(), path);
+    TH_ASSERT_EQ(status, 0);
+    expect(out, "\n1 passed, 0 failed, 1 skipped (1 not expected, allowed "
+           "by TH_ALLOW_SKIPS)\n");
+    free(out);
+
+    fd = open(path, O_WRONLY | O_APPEND);
+    TH_ASSERT(fd >= 0);
+    TH_ASSERT(write(fd, "selftest.sk*  no frobnicator\n", 29) == 29);
+    close(fd);
+    status = th_run_cmd(&out, "env -u TH_ALLOW_SKIPS TH_SUMMARY_NOTE='a note' "
+                        "TH_SELFTEST=1 /proc/%d/exe -x %s 'selftest.pass' "
+                        "'selftest.skip' 2>&1", getpid(), path);
+    TH_ASSERT_EQ(status, 0);
+    TH_ASSERT(strstr(out, "skipped, not in") == NULL);
+    expect(out, "\n1 passed, 0 failed, 1 skipped (0 not expected); a note\n");
+    free(out);
+    unlink(path);
 }

@@ -247,6 +247,8 @@ static th_result_t th_run_one(th_test_t *test, double timeout_scale,
         break;
     case TH_RES_SKIP:
         printf("[ SKIP ] %s: %s\n", full, reason[0] ? reason : "no reason");
+        snprintf(recap, recap_size, "%s: %s", full,
+                 reason[0] ? reason : "no reason");
         break;
     default:
         if (status == -1) {
@@ -268,20 +270,94 @@ static th_result_t th_run_one(th_test_t *test, double timeout_scale,
 
 static void th_usage(const char *prog)
 {
-    printf("usage: %s [-l] [-v] [-t SCALE] [PATTERN|-PATTERN ...]\n"
+    printf("usage: %s [-l] [-v] [-t SCALE] [-x FILE] [PATTERN|-PATTERN ...]\n"
            "  PATTERN   run tests whose suite.name matches the glob\n"
            "  -PATTERN  exclude tests matching the glob\n"
            "  -l        list the selected tests and exit\n"
            "  -v        show every test's output, not only failures'\n"
            "  -t SCALE  multiply every timeout by SCALE\n"
+           "  -x FILE   the tests allowed to skip (a glob on suite.name per "
+           "line,\n"
+           "            then the reason; # comments): any other skip fails "
+           "the run\n"
            "Environment: TH_FILTER (space-separated patterns) adds to the "
-           "arguments.\n",
+           "arguments;\n"
+           "TH_ALLOW_SKIPS=1 lets skips not in the -x file pass, and says so "
+           "on the\nlast line; TH_SUMMARY_NOTE is appended to the last "
+           "line.\n",
            prog);
+}
+
+/*
+ * The expected skips (-x FILE): one glob per line, then why it skips on a
+ * host set up as CI is. A skip that is not there means the host, or a
+ * test, stopped checking something: it fails the run, unless TH_ALLOW_SKIPS
+ * says that this run accepts it (a host without root or without softverbs),
+ * which the summary then states.
+ */
+#define TH_MAX_EXPECTED 64
+
+typedef struct {
+    int  count;
+    char *glob[TH_MAX_EXPECTED];
+} th_expected_t;
+
+static void th_expected_read(const char *path, th_expected_t *exp)
+{
+    char line[512], *p, *end;
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL) {
+        fprintf(stderr, "th: cannot read the expected skips %s: %m\n", path);
+        exit(2);
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        p = line + strspn(line, " \t");
+        if ((*p == '#') || (*p == '\n') || (*p == '\0')) {
+            continue;
+        }
+        end  = p + strcspn(p, " \t\n");
+        *end = '\0';
+        if (exp->count == TH_MAX_EXPECTED) {
+            fprintf(stderr, "th: %s: more than %d entries\n", path,
+                    TH_MAX_EXPECTED);
+            exit(2);
+        }
+        exp->glob[exp->count++] = strdup(p);
+    }
+    fclose(f);
+}
+
+static int th_expected_match(const th_expected_t *exp, const th_test_t *test)
+{
+    char full[256];
+    int i;
+
+    snprintf(full, sizeof(full), "%s.%s", test->suite, test->name);
+    for (i = 0; i < exp->count; ++i) {
+        if (fnmatch(exp->glob[i], full, 0) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int th_env_set(const char *name)
+{
+    const char *v = getenv(name);
+
+    return (v != NULL) && (v[0] != '\0') && strcmp(v, "0");
 }
 
 int main(int argc, char **argv)
 {
     int passed = 0, failed = 0, skipped = 0, list = 0, verbose = 0;
+    int unexpected = 0, allow_skips = th_env_set("TH_ALLOW_SKIPS");
+    th_expected_t expected = {0};
+    const char *expected_path = NULL, *note = getenv("TH_SUMMARY_NOTE");
+    /* the skips that no entry of the -x file allows */
+    char *skips      = NULL;
+    size_t skips_len = 0;
     char *pats[256], *filter, *tok, *save = NULL;
     /* one line per failed test, repeated above the summary so that the
      * tail of a long log (all a CI page may show) names them */
@@ -302,6 +378,8 @@ int main(int argc, char **argv)
             verbose = 1;
         } else if (!strcmp(argv[i], "-t") && (i + 1 < argc)) {
             timeout_scale = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "-x") && (i + 1 < argc)) {
+            expected_path = argv[++i];
         } else if (npats < 255) {
             pats[npats++] = argv[i];
         }
@@ -314,6 +392,10 @@ int main(int argc, char **argv)
              tok = strtok_r(NULL, " ", &save)) {
             pats[npats++] = tok;
         }
+    }
+
+    if (expected_path != NULL) {
+        th_expected_read(expected_path, &expected);
     }
 
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -334,6 +416,16 @@ int main(int argc, char **argv)
             break;
         case TH_RES_SKIP:
             ++skipped;
+            if ((expected_path != NULL) &&
+                !th_expected_match(&expected, test)) {
+                ++unexpected;
+                skips = realloc(skips, skips_len + strlen(line) + 4);
+                if (skips == NULL) {
+                    perror("th: realloc");
+                    exit(2);
+                }
+                skips_len += sprintf(skips + skips_len, "  %s\n", line);
+            }
             break;
         default:
             ++failed;
@@ -355,11 +447,22 @@ int main(int argc, char **argv)
         printf("failed:\n%s", recap);
     }
     free(recap);
-
-    if (skipped) {
-        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    } else {
-        printf("%d passed, %d failed\n", passed, failed);
+    if (unexpected) {
+        printf("skipped, not in %s:\n%s", expected_path, skips);
     }
-    return (failed == 0) ? 0 : 1;
+    free(skips);
+
+    /* the last line: the counts, whether the skips were the expected
+     * ones, and what this run was told to accept */
+    printf("%d passed, %d failed, %d skipped", passed, failed, skipped);
+    if (expected_path != NULL) {
+        printf(" (%d not expected%s)", unexpected,
+               (unexpected && allow_skips) ? ", allowed by TH_ALLOW_SKIPS" :
+               unexpected ? ": a failure" : "");
+    }
+    if ((note != NULL) && (note[0] != '\0')) {
+        printf("; %s", note);
+    }
+    printf("\n");
+    return ((failed == 0) && (!unexpected || allow_skips)) ? 0 : 1;
 }

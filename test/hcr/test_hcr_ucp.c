@@ -105,20 +105,39 @@ typedef struct {
     int      errors;
     th_ucp_t *ucp;
     uint8_t  *buf;
-    void     *rndv_req;
     size_t   rndv_len;
     uint64_t seed;
 } hcr_ucp_am_rx_t;
+
+/* every message's header: the seed of its pattern and its length, which
+ * the receiver checks against what arrived */
+typedef struct {
+    uint64_t seed;
+    uint64_t length;
+} hcr_ucp_am_hdr_t;
+
+static int hcr_ucp_am_data_ok(const void *data, size_t length, uint64_t seed)
+{
+    uint8_t *t = malloc(length + 1);
+    int ok;
+
+    TH_ASSERT(t != NULL);
+    th_fill_pattern(t, length, seed);
+    ok = !memcmp(t, data, length);
+    free(t);
+    return ok;
+}
 
 static void hcr_ucp_am_recv_done(void *request, ucs_status_t status,
                                  size_t length, void *arg)
 {
     hcr_ucp_am_rx_t *rx = arg;
 
-    if ((status != UCS_OK) || (th_checksum(rx->buf, rx->rndv_len) !=
-        ({ uint8_t *t = malloc(rx->rndv_len + 1); uint64_t c;
-           th_fill_pattern(t, rx->rndv_len, rx->seed);
-           c = th_checksum(t, rx->rndv_len); free(t); c; }))) {
+    if ((status != UCS_OK) || (length != rx->rndv_len) ||
+        !hcr_ucp_am_data_ok(rx->buf, rx->rndv_len, rx->seed) ||
+        (rx->buf[rx->rndv_len] != 0xee)) {
+        th_log("bad rendezvous AM: %s, %zu of %zu bytes",
+               ucs_status_string(status), length, rx->rndv_len);
         ++rx->errors;
     }
     ++rx->received;
@@ -133,24 +152,32 @@ static ucs_status_t hcr_ucp_am_cb(void *arg, const void *header,
                                   const ucp_am_recv_param_t *param)
 {
     hcr_ucp_am_rx_t *rx = arg;
-    uint64_t seed;
+    hcr_ucp_am_hdr_t hdr;
 
-    memcpy(&seed, header, sizeof(seed));
+    if (header_length != sizeof(hdr)) {
+        ++rx->errors;
+        ++rx->received;
+        return UCS_OK;
+    }
+    memcpy(&hdr, header, sizeof(hdr));
+    if (length != hdr.length) {
+        th_log("AM of %llu bytes arrived with %zu",
+               (unsigned long long)hdr.length, length);
+        ++rx->errors;
+        ++rx->received;
+        return UCS_OK;
+    }
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-        rx->seed     = seed;
+        rx->seed     = hdr.seed;
         rx->rndv_len = length;
+        memset(rx->buf, 0xee, length + 1);
         th_ucp_am_recv_data(rx->ucp, data, rx->buf, length,
                             hcr_ucp_am_recv_done, rx);
         return UCS_OK;
     }
 
-    {
-        uint8_t *t = malloc(length + 1);
-        th_fill_pattern(t, length, seed);
-        if (memcmp(t, data, length)) {
-            ++rx->errors;
-        }
-        free(t);
+    if (!hcr_ucp_am_data_ok(data, length, hdr.seed)) {
+        ++rx->errors;
     }
     ++rx->received;
     return UCS_OK;
@@ -161,9 +188,9 @@ static void hcr_ucp_am_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     ucp_request_param_t param = {0};
     ucp_am_handler_param_t hparam = {0};
     hcr_ucp_am_rx_t rx = {0};
+    hcr_ucp_am_hdr_t hdr;
     th_ucp_t ucp;
     double deadline;
-    uint64_t seed;
     uint8_t *buf;
     unsigned i;
 
@@ -184,10 +211,11 @@ static void hcr_ucp_am_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 
     if (rank == 0) {
         for (i = 0; i < HCR_UCP_NUM_SIZES; ++i) {
-            seed = 500 + i;
-            th_fill_pattern(buf, hcr_ucp_sizes[i], seed);
+            hdr.seed   = 500 + i;
+            hdr.length = hcr_ucp_sizes[i];
+            th_fill_pattern(buf, hcr_ucp_sizes[i], hdr.seed);
             TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                    ucp_am_send_nbx(ucp.ep, 3, &seed, sizeof(seed), buf,
+                    ucp_am_send_nbx(ucp.ep, 3, &hdr, sizeof(hdr), buf,
                                     hcr_ucp_sizes[i], &param), 60.0));
         }
         th_ucp_flush_barrier(&ucp, oob);
@@ -370,6 +398,7 @@ static void hcr_ucp_bad_rkey_rank(th_oob_t *oob, int rank, int nprocs,
     uint8_t *buf = malloc(65536);
     uint64_t remote_addr;
     ucs_status_t status;
+    double deadline;
     ucp_rkey_h rkey;
     ucp_mem_h memh;
     th_ucp_t ucp;
@@ -395,6 +424,12 @@ static void hcr_ucp_bad_rkey_rank(th_oob_t *oob, int rank, int nprocs,
             status = th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param), 30.0);
         }
         TH_ASSERT(status != UCS_OK);
+        /* and the endpoint's error handler reports it */
+        deadline = th_time() + 30.0;
+        while (ucp.ep_error == UCS_OK) {
+            ucp_worker_progress(ucp.worker);
+            TH_ASSERT(th_time() < deadline);
+        }
         th_log("put with an invalid rkey: %s, ep error %s",
                ucs_status_string(status), ucs_status_string(ucp.ep_error));
         ucp_rkey_destroy(rkey);

@@ -286,7 +286,15 @@ static void hcr_t_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
                 char filled;
                 th_uct_oob_recv(&ctx.uct, oob, 1, &filled, 1);
             }
-            th_fill_pattern(ctx.buf + 1 + misalign, length, seed);
+            if (op >= HCR_T_GET_BCOPY) {
+                /* the get's destination (and the byte after it) holds
+                 * anything but the target's pattern: a get that moved
+                 * nothing, or too much, shows */
+                memset(ctx.buf + 1 + misalign, 0xa5, length + 1);
+                memset(src, 0xa5, length + 1);
+            } else {
+                th_fill_pattern(ctx.buf + 1 + misalign, length, seed);
+            }
             hcr_t_comp_init(&comp);
             lens[0] = length;
             lens[1] = seed;
@@ -351,6 +359,11 @@ static void hcr_t_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
                 if (memcmp(got, exp, length)) {
                     TH_FAIL("%s %s length %zu misalign %d: bad data",
                             (char*)arg, hcr_t_op_names[op], length, misalign);
+                }
+                if (got[length] != 0xa5) {
+                    TH_FAIL("%s %s length %zu misalign %d: wrote past the "
+                            "end", (char*)arg, hcr_t_op_names[op], length,
+                            misalign);
                 }
             }
             check[0] = th_checksum(ctx.buf + 1 + misalign, length);
@@ -886,22 +899,39 @@ static void hcr_t_notify_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     hcr_t_teardown(&ctx);
 }
 
-/* ---- flush with cancel: outstanding operations complete, nothing hangs -- */
+/* ---- flush with cancel: puts still in flight complete as canceled ------- */
 
 typedef struct {
     uct_completion_t super;
-    int              done;
+    int              calls;
     int              canceled;
+    ucs_status_t     status;
 } hcr_t_count_comp_t;
 
 static void hcr_t_count_cb(uct_completion_t *self)
 {
     hcr_t_count_comp_t *c = ucs_container_of(self, hcr_t_count_comp_t, super);
 
-    c->done     = 1;
+    ++c->calls;
+    c->status   = self->status;
     c->canceled = (self->status == UCS_ERR_CANCELED);
 }
 
+static void hcr_t_count_init(hcr_t_count_comp_t *c)
+{
+    c->super.func   = hcr_t_count_cb;
+    c->super.count  = 1;
+    c->super.status = UCS_OK;
+    c->calls        = 0;
+    c->canceled     = 0;
+    c->status       = UCS_INPROGRESS;
+}
+
+/* The initiator's link delivers each put 50 ms after it is posted
+ * (hcr_t_run_cancel), so the puts are still in flight when
+ * uct_ep_flush(CANCEL) moves the QP to error: each completes once, as
+ * canceled (or done, for any the link delivered first), none with another
+ * error, at least one canceled, and the flush completes. */
 static void hcr_t_cancel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     hcr_t_count_comp_t ops[64], flush;
@@ -926,10 +956,7 @@ static void hcr_t_cancel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     iov.stride = 0;
     iov.count  = 1;
     for (i = 0; i < 64; ++i) {
-        ops[i].super.func   = hcr_t_count_cb;
-        ops[i].super.count  = 1;
-        ops[i].super.status = UCS_OK;
-        ops[i].done         = 0;
+        hcr_t_count_init(&ops[i]);
         status = uct_ep_put_zcopy(ctx.ep, &iov, 1, ctx.raddr + i * length,
                                   ctx.rkey.rkey, &ops[i].super);
         if (status == UCS_ERR_NO_RESOURCE) {
@@ -938,28 +965,33 @@ static void hcr_t_cancel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         TH_ASSERT_EQ(status, UCS_INPROGRESS);
         ++posted;
     }
+    TH_ASSERT_GE(posted, 8);
 
-    flush.super.func   = hcr_t_count_cb;
-    flush.super.count  = 1;
-    flush.super.status = UCS_OK;
-    flush.done         = 0;
+    hcr_t_count_init(&flush);
     status = uct_ep_flush(ctx.ep, UCT_FLUSH_FLAG_CANCEL, &flush.super);
-    TH_ASSERT((status == UCS_OK) || (status == UCS_INPROGRESS));
-    if (status == UCS_OK) {
-        flush.done = 1;
-    }
+    TH_ASSERT_EQ(status, UCS_INPROGRESS);
 
     deadline = th_time() + 30.0;
     do {
         uct_worker_progress(ctx.uct.worker);
         TH_ASSERT(th_time() < deadline);
-        for (i = 0, done = 0, canceled = 0; i < posted; ++i) {
-            done     += ops[i].done;
-            canceled += ops[i].canceled;
+        for (i = 0, done = 0; i < posted; ++i) {
+            done += (ops[i].calls > 0);
         }
-    } while (!flush.done || (done < posted));
-    th_log("%s: %d puts, %d canceled by flush(CANCEL)", (char*)arg, posted,
-           canceled);
+    } while ((flush.calls == 0) || (done < posted));
+
+    for (i = 0; i < posted; ++i) {
+        TH_ASSERT_EQ(ops[i].calls, 1);
+        if ((ops[i].status != UCS_OK) && !ops[i].canceled) {
+            TH_FAIL("put %d completed with %s, not done or canceled", i,
+                    ucs_status_string(ops[i].status));
+        }
+        canceled += ops[i].canceled;
+    }
+    th_log("%s: %d puts, %d canceled by flush(CANCEL), flush %s",
+           (char*)arg, posted, canceled, ucs_status_string(flush.status));
+    TH_ASSERT_EQ(flush.calls, 1);
+    TH_ASSERT_GT(canceled, 0);
     th_oob_send(oob, 1, "d", 1);
     hcr_t_teardown(&ctx);
 }
@@ -1007,23 +1039,34 @@ static void hcr_t_bad_rkey_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     _exit(0); /* the endpoint is failed: no orderly teardown */
 }
 
-/* the peer dies mid-transfer: puts in flight fail and the error handler
- * reports it (not a hang) */
+/* the peer dies mid-transfer: it lets a few puts land (each carries its
+ * sequence number in its first word) and kills itself while the initiator
+ * keeps putting; the puts in flight then fail and the error handler reports
+ * it (not a hang) */
+#define HCR_T_KILL_AFTER 3
+
 static void hcr_t_killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
+    volatile uint64_t *landed;
     hcr_t_comp_t comp;
     ucs_status_t status;
     hcr_t_ctx_t ctx;
     double deadline;
     uct_iov_t iov;
-    int n = 0;
+    uint64_t seq = 0;
+    int ok = 0;
 
     hcr_t_err_mode = 1;
     setenv("UCX_RC_TIMEOUT", "100ms", 1);
     setenv("UCX_RC_RETRY_COUNT", "3", 1);
     hcr_t_setup(&ctx, oob, rank, arg);
     th_oob_barrier(oob);
+    deadline = th_time() + 90.0;
     if (rank == 1) {
+        landed = (volatile uint64_t*)ctx.buf;
+        while (*landed < HCR_T_KILL_AFTER) {
+            TH_ASSERT(th_time() < deadline);
+        }
         raise(SIGKILL);
     }
 
@@ -1032,8 +1075,8 @@ static void hcr_t_killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     iov.memh   = ctx.memh;
     iov.stride = 0;
     iov.count  = 1;
-    deadline   = th_time() + 90.0;
     while (hcr_t_ep_error == UCS_OK) {
+        memcpy(ctx.buf, &(uint64_t){++seq}, sizeof(seq));
         hcr_t_comp_init(&comp);
         HCR_T_RETRY(&ctx, status,
                     uct_ep_put_zcopy(ctx.ep, &iov, 1, ctx.raddr,
@@ -1043,11 +1086,17 @@ static void hcr_t_killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
             uct_worker_progress(ctx.uct.worker);
             TH_ASSERT(th_time() < deadline);
         }
-        ++n;
+        if ((status == UCS_OK) ||
+            ((status == UCS_INPROGRESS) && (comp.status == UCS_OK))) {
+            ++ok;
+        }
         TH_ASSERT(th_time() < deadline);
     }
-    th_log("%s: killed peer reported as %s after %d puts", (char*)arg,
-           ucs_status_string(hcr_t_ep_error), n);
+    th_log("%s: killed peer reported as %s after %d puts, %d of them done",
+           (char*)arg, ucs_status_string(hcr_t_ep_error), (int)seq, ok);
+    /* the peer saw HCR_T_KILL_AFTER puts land before it died */
+    TH_ASSERT_GE(ok, HCR_T_KILL_AFTER);
+    TH_ASSERT_LT(ok, (int)seq);
     _exit(0);
 }
 
@@ -1093,5 +1142,17 @@ HCR_T_BOTH(order_fence, hcr_t_order_rank)
 HCR_T_BOTH(pending, hcr_t_pending_rank)
 HCR_T_BOTH(many_eps, hcr_t_many_eps_rank)
 HCR_T_BOTH(put_notify, hcr_t_notify_rank)
-HCR_T_BOTH(flush_cancel, hcr_t_cancel_rank)
+
+/* softverbs' link model delays every put by 50 ms; the calibration, which
+ * would measure that link at each md open, is off */
+static void hcr_t_run_cancel(const char *tl)
+{
+    setenv("SOFTVERBS_LINK_GBPS", "100", 1);
+    setenv("SOFTVERBS_LINK_LAT_US", "50000", 1);
+    setenv("UCX_HCR_CALIB_MODE", "off", 1);
+    hcr_t_run(hcr_t_cancel_rank, tl);
+}
+
+TH_TEST(hcr_uct, flush_cancel_hcr) { hcr_t_run_cancel("hcr"); }
+TH_TEST(hcr_uct, flush_cancel_rc_verbs) { hcr_t_run_cancel("rc_verbs"); }
 HCR_T_BOTH(bad_rkey, hcr_t_bad_rkey_rank)

@@ -37,7 +37,14 @@ typedef struct {
     const char *tls;
     int        nprocs;
     int        ring_poll; /* UCX_HCR_RVMA_RING_POLL */
+    int        fast;      /* UCX_HCR_RVMA_FAST */
 } rvma_arg_t;
+
+/* whether puts on this run may take the fast path (a ring on hcr) */
+static int rvma_fast_on(const rvma_arg_t *arg)
+{
+    return !strcmp(arg->tls, "hcr") && arg->fast;
+}
 
 static void rvma_env(const rvma_arg_t *arg)
 {
@@ -51,6 +58,11 @@ static void rvma_env(const rvma_arg_t *arg)
         unsetenv("UCX_HCR_RVMA_RING_POLL"); /* the default: y */
     } else {
         setenv("UCX_HCR_RVMA_RING_POLL", "n", 1);
+    }
+    if (arg->fast) {
+        unsetenv("UCX_HCR_RVMA_FAST"); /* the default: y */
+    } else {
+        setenv("UCX_HCR_RVMA_FAST", "n", 1);
     }
 }
 
@@ -942,7 +954,7 @@ static void rvma_blocks_run(const rvma_arg_t *arg, const rvma_blocks_t *p,
         }
     }
     before = rvma_fast_puts(ucp.ep, &fast);
-    if (!strcmp(arg->tls, "hcr")) {
+    if (rvma_fast_on(arg)) {
         TH_ASSERT_OP_(before, >=, p->seq - 2);
     } else {
         TH_ASSERT_EQ(before, 0);
@@ -967,7 +979,7 @@ static void rvma_blocks_run(const rvma_arg_t *arg, const rvma_blocks_t *p,
     }
 
     after = rvma_fast_puts(ucp.ep, &fast);
-    TH_ASSERT_EQ(fast, !strcmp(arg->tls, "hcr"));
+    TH_ASSERT_EQ(fast, rvma_fast_on(arg));
     TH_ASSERT_OP_(after, >=, before);
     before = after;
 
@@ -977,7 +989,7 @@ static void rvma_blocks_run(const rvma_arg_t *arg, const rvma_blocks_t *p,
     TH_ASSERT_EQ(rvma_put(&ucp, RVMA_VADDR, 0, data, p->refused),
                  UCS_ERR_NO_RESOURCE); /* the window has no buffer left */
     after = rvma_fast_puts(ucp.ep, &fast);
-    TH_ASSERT_EQ(after - before, strcmp(arg->tls, "hcr") ? 0 : 4);
+    TH_ASSERT_EQ(after - before, rvma_fast_on(arg) ? 4 : 0);
     free(reqs);
     free(data);
     rvma_sync_send(oob, 0);
@@ -1224,7 +1236,7 @@ static void rvma_pp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_log("rank %d: %" PRIu64 " ack messages, %" PRIu64 " acks carried, "
            "%" PRIu64 " records found by polling, %" PRIu64 " at their "
            "completion", rank, msgs, carried, polled, notified);
-    if (!strcmp(arg->tls, "hcr")) {
+    if (rvma_fast_on(arg)) {
         /* the first puts went by active message until the ring was leased;
          * rank 0 acks the refused put by message, and, since rank 1 does
          * not answer, its own last put */
@@ -1259,7 +1271,7 @@ static void rvma_pp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 static void rvma_run(th_proc_fn_t fn, const char *tls, int nprocs,
                      int ring_poll)
 {
-    rvma_arg_t arg = {tls, nprocs, ring_poll};
+    rvma_arg_t arg = {tls, nprocs, ring_poll, 1};
 
     /* softverbs reads its memlock limit when a process starts */
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
@@ -1296,9 +1308,222 @@ TH_TEST(rvma, read_path_no_ring_poll_hcr)
     rvma_run(rvma_read_rank, "hcr", 2, 0);
 }
 
+/* UCX_HCR_RVMA_FAST=n: the same puts, all by active message, on hcr */
+static void rvma_run_fast_off(th_proc_fn_t fn)
+{
+    rvma_arg_t arg = {"hcr", 2, 1, 0};
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, fn, &arg);
+}
+
+TH_TEST(rvma, fast_path_off_hcr) { rvma_run_fast_off(rvma_fast_rank); }
+TH_TEST(rvma, ack_in_reply_off_hcr) { rvma_run_fast_off(rvma_pp_rank); }
+
+/* ---- UCX_HCR_RVMA_READ_MAX bounds the read path ------------------------ */
+
+#define RVMA_RMAX_FAST 1024          /* UCX_HCR_RVMA_FAST_MAX */
+#define RVMA_RMAX      (32 * 1024)   /* UCX_HCR_RVMA_READ_MAX of the test */
+
+/* After the ring lease (two puts of 8 bytes), puts of 1 KiB + 1 and of
+ * RVMA_RMAX are read records (fast path puts) when READ_MAX allows them,
+ * and one of RVMA_RMAX + 1 is an active message; all land. With the
+ * READ_MAX of arg (the environment of the test), not the default. */
+static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs,
+                               void *varg)
+{
+    static const size_t lens[] = {8, 8, RVMA_RMAX_FAST + 1, RVMA_RMAX,
+                                  RVMA_RMAX + 1};
+    size_t read_max = strtoul(getenv("UCX_HCR_RVMA_READ_MAX"), NULL, 0);
+    size_t i, off, size = 0;
+    ucp_ep_h eps[2]     = {NULL};
+    uint64_t length, before, after;
+    void *comp = NULL;
+    ucp_rvma_win_h win;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    int fast;
+
+    if (read_max != 0) {
+        read_max = RVMA_RMAX; /* the test sets "32k" or "0" */
+    }
+    for (i = 0; i < ucs_static_array_size(lens); ++i) {
+        size += lens[i];
+    }
+    rvma_env(varg);
+    setenv("UCX_HCR_RVMA_FAST_MAX", "1024", 1); /* RVMA_RMAX_FAST */
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0,
+                       0);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
+                                                  &length));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, size);
+        TH_CHECK_PATTERN(buf, size, 0);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        buf = malloc(size);
+        TH_ASSERT(buf != NULL);
+        th_fill_pattern(buf, size, 0);
+        rvma_sync_recv(&ucp, oob, 0);
+        for (i = 0, off = 0; i < ucs_static_array_size(lens);
+             off += lens[i++]) {
+            before = rvma_fast_puts(ucp.ep, &fast);
+            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, off, buf + off,
+                                      lens[i]));
+            after = rvma_fast_puts(ucp.ep, &fast);
+            if (i < 2) {
+                continue; /* one of them asks for the ring */
+            }
+            TH_ASSERT_EQ(fast, 1);
+            th_log("READ_MAX %zu: put of %zu bytes %s", read_max, lens[i],
+                   (after > before) ? "read" : "by active message");
+            TH_ASSERT_EQ(after - before, (lens[i] <= read_max) ? 1 : 0);
+        }
+        free(buf);
+        rvma_sync_send(oob, 0);
+    }
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+TH_TEST(rvma, read_max_hcr)
+{
+    setenv("UCX_HCR_RVMA_READ_MAX", "32k", 1); /* RVMA_RMAX */
+    rvma_run(rvma_read_max_rank, "hcr", 2, 1);
+}
+
+TH_TEST(rvma, read_max_zero_hcr)
+{
+    setenv("UCX_HCR_RVMA_READ_MAX", "0", 1);
+    rvma_run(rvma_read_max_rank, "hcr", 2, 1);
+}
+
+/* ---- UCX_HCR_RVMA_AM_ID moves RVMA's active message ids ---------------- */
+
+#define RVMA_APP_MAGIC 0x61707021u
+
+typedef struct {
+    int received;
+    int errors;
+} rvma_app_rx_t;
+
+static ucs_status_t rvma_app_am_cb(void *arg, const void *header,
+                                   size_t header_length, void *data,
+                                   size_t length,
+                                   const ucp_am_recv_param_t *param)
+{
+    rvma_app_rx_t *rx = arg;
+    uint32_t magic;
+
+    if (header_length == sizeof(magic)) {
+        memcpy(&magic, header, sizeof(magic));
+    }
+    if ((header_length != sizeof(magic)) || (magic != RVMA_APP_MAGIC) ||
+        (length != 64)) {
+        ++rx->errors;
+    }
+    ++rx->received;
+    return UCS_OK;
+}
+
+/* With UCX_HCR_RVMA_AM_ID=5000, the target's application registers its
+ * own handler on 4000 (the default's first id) after RVMA set up its
+ * handlers: the application's message reaches it, and a put still lands */
+static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    ucp_am_handler_param_t hparam = {0};
+    ucp_request_param_t param     = {0};
+    const uint32_t magic          = RVMA_APP_MAGIC;
+    ucp_ep_h eps[2]               = {NULL};
+    rvma_app_rx_t rx              = {0};
+    uint8_t data[64];
+    void *comp = NULL;
+    ucp_rvma_win_h win;
+    uint64_t length;
+    double deadline;
+    uint8_t *buf;
+    th_ucp_t ucp;
+
+    rvma_env(varg);
+    setenv("UCX_HCR_RVMA_AM_ID", "5000", 1);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        buf = rvma_alloc(100);
+        win = rvma_win(&ucp, RVMA_VADDR, 100, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, 100, &comp,
+                                                  &length));
+        hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                            UCP_AM_HANDLER_PARAM_FIELD_CB |
+                            UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        hparam.id         = 4000;
+        hparam.cb         = rvma_app_am_cb;
+        hparam.arg        = &rx;
+        TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker,
+                                                        &hparam));
+        rvma_sync_send(oob, 1);
+        deadline = th_time() + 60.0;
+        while ((comp == NULL) || (rx.received == 0)) {
+            ucp_worker_progress(ucp.worker);
+            TH_ASSERT(th_time() < deadline);
+        }
+        TH_ASSERT_EQ(rx.received, 1);
+        TH_ASSERT_EQ(rx.errors, 0);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, 100);
+        TH_CHECK_PATTERN(buf, 100, 0);
+        rvma_sync_recv(&ucp, oob, 1);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        rvma_sync_recv(&ucp, oob, 0);
+        TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, 0, 100));
+        memset(data, 0x3c, sizeof(data));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_am_send_nbx(ucp.ep, 4000,
+                                                           &magic,
+                                                           sizeof(magic),
+                                                           data,
+                                                           sizeof(data),
+                                                           &param), 60.0));
+        rvma_sync_send(oob, 0);
+    }
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+RVMA_TEST(am_id, rvma_am_id_rank, 2)
+
+/* an AM_ID that leaves no room for RVMA's five ids is refused, with a
+ * status, at the first RVMA call */
+TH_TEST(rvma, am_id_out_of_range)
+{
+    ucp_rvma_win_params_t params;
+    ucp_rvma_win_h win;
+    th_ucp_t ucp;
+
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_LOG_LEVEL", "fatal", 1); /* the error is expected */
+    setenv("UCX_HCR_RVMA_AM_ID", "65535", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_AM);
+    params.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR |
+                        UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD |
+                        UCP_RVMA_WIN_PARAM_FIELD_TYPE;
+    params.vaddr      = RVMA_VADDR;
+    params.threshold  = 100;
+    params.type       = UCP_RVMA_THRESHOLD_BYTES;
+    TH_ASSERT_EQ(ucp_rvma_win_create(ucp.worker, &params, &win),
+                 UCS_ERR_INVALID_PARAM);
+    th_ucp_cleanup(&ucp);
+}
+
 TH_TEST_TIMEOUT(rvma, read_path_memlock_hcr, 120)
 {
-    rvma_arg_t arg = {"hcr", 2, 1};
+    rvma_arg_t arg = {"hcr", 2, 1, 1};
 
     /* room for the interfaces' pools, rings and staging, not for the
      * 192 MiB put (softverbs reads the limit when a process starts) */
@@ -1308,7 +1533,7 @@ TH_TEST_TIMEOUT(rvma, read_path_memlock_hcr, 120)
 
 static void rvma_killed(const char *tls)
 {
-    rvma_arg_t arg = {tls, 2, 1};
+    rvma_arg_t arg = {tls, 2, 1, 1};
     int status[2];
     th_procs_t *p;
 

@@ -145,17 +145,20 @@ static inline uint16_t svt_lid(svt_ep_t *ep)
     return pa.lid;
 }
 
-static inline void svt_rc_connect_ex(svt_ep_t *ep, const svt_info_t *peer,
-                                     uint8_t rnr_retry, uint8_t min_rnr_timer,
-                                     uint8_t timeout, uint8_t retry_cnt)
+/* Connect an RC QP to a peer's; access: the remote operations the QP
+ * accepts as a responder (IBV_ACCESS_REMOTE_*) */
+static inline void svt_rc_connect_access(svt_ep_t *ep, const svt_info_t *peer,
+                                         uint8_t rnr_retry,
+                                         uint8_t min_rnr_timer,
+                                         uint8_t timeout, uint8_t retry_cnt,
+                                         unsigned access)
 {
     struct ibv_qp_attr a;
 
     memset(&a, 0, sizeof(a));
     a.qp_state        = IBV_QPS_INIT;
     a.port_num        = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC;
+    a.qp_access_flags = access;
     TH_ASSERT_EQ(ibv_modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
                                IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
     memset(&a, 0, sizeof(a));
@@ -180,6 +183,16 @@ static inline void svt_rc_connect_ex(svt_ep_t *ep, const svt_info_t *peer,
                                IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC), 0);
     TH_ASSERT_EQ(ep->qp->state, IBV_QPS_RTS);
+}
+
+static inline void svt_rc_connect_ex(svt_ep_t *ep, const svt_info_t *peer,
+                                     uint8_t rnr_retry, uint8_t min_rnr_timer,
+                                     uint8_t timeout, uint8_t retry_cnt)
+{
+    svt_rc_connect_access(ep, peer, rnr_retry, min_rnr_timer, timeout,
+                          retry_cnt, IBV_ACCESS_REMOTE_WRITE |
+                                     IBV_ACCESS_REMOTE_READ |
+                                     IBV_ACCESS_REMOTE_ATOMIC);
 }
 
 static inline void svt_rc_connect(svt_ep_t *ep, const svt_info_t *peer)

@@ -37,6 +37,177 @@ TH_TEST(softverbs, device_attrs)
     svt_ep_close(&ep);
 }
 
+/* The limits the device advertises are the ones it enforces: objects at
+ * each limit can be created and used, one more is refused. (The checks
+ * above compare with the values softverbs states; these would catch a
+ * stated value that is not the real one.) */
+TH_TEST(softverbs, device_limits_enforced)
+{
+    struct ibv_qp_init_attr qa, qa1;
+    struct ibv_srq_init_attr sa;
+    struct ibv_device_attr da;
+    struct ibv_sge *sge;
+    struct ibv_srq *srq;
+    struct ibv_qp *qp;
+    struct ibv_cq *cq;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    svt_info_t info;
+    uint8_t *buf;
+    svt_ep_t ep, tmp;
+    int i;
+
+    svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
+    TH_ASSERT_EQ(ibv_query_device(ep.ctx, &da), 0);
+
+    /* QPs: max_qp_wr send WRs and max_sge SGEs, and not one more */
+    memset(&qa, 0, sizeof(qa));
+    qa.send_cq          = ep.scq;
+    qa.recv_cq          = ep.rcq;
+    qa.qp_type          = IBV_QPT_RC;
+    qa.cap.max_send_wr  = da.max_qp_wr;
+    qa.cap.max_recv_wr  = 1;
+    qa.cap.max_send_sge = da.max_sge;
+    qa.cap.max_recv_sge = 1;
+    qp = ibv_create_qp(ep.pd, &qa);
+    TH_ASSERT(qp != NULL);
+    TH_ASSERT_EQ(ibv_destroy_qp(qp), 0);
+    qa1 = qa;
+    ++qa1.cap.max_send_wr;
+    TH_ASSERT(ibv_create_qp(ep.pd, &qa1) == NULL);
+    qa1 = qa;
+    ++qa1.cap.max_send_sge;
+    TH_ASSERT(ibv_create_qp(ep.pd, &qa1) == NULL);
+
+    /* CQs: max_cqe entries */
+    cq = ibv_create_cq(ep.ctx, da.max_cqe, NULL, NULL, 0);
+    TH_ASSERT(cq != NULL);
+    TH_ASSERT_EQ(ibv_destroy_cq(cq), 0);
+    TH_ASSERT(ibv_create_cq(ep.ctx, da.max_cqe + 1, NULL, NULL, 0) == NULL);
+
+    /* SRQs: max_srq_sge SGEs per receive */
+    memset(&sa, 0, sizeof(sa));
+    sa.attr.max_wr  = 16;
+    sa.attr.max_sge = da.max_srq_sge;
+    srq = ibv_create_srq(ep.pd, &sa);
+    TH_ASSERT(srq != NULL);
+    TH_ASSERT_EQ(ibv_destroy_srq(srq), 0);
+    ++sa.attr.max_sge;
+    TH_ASSERT(ibv_create_srq(ep.pd, &sa) == NULL);
+
+    /* one WRITE that gathers max_sge pieces lands whole; a WR with one
+     * SGE more is refused when posted */
+    qa.cap.max_send_wr = 4;
+    qp = ibv_create_qp(ep.pd, &qa);
+    TH_ASSERT(qp != NULL);
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.ctx = ep.ctx;
+    tmp.qp  = qp;
+    info    = svt_info(&tmp, NULL);
+    svt_rc_connect(&tmp, &info);   /* to itself */
+    buf = aligned_alloc(4096, 2 * 4096);
+    TH_ASSERT(buf != NULL);
+    memset(buf, 0, 2 * 4096);
+    th_fill_pattern(buf, 4096, 21);
+    mr = ibv_reg_mr(ep.pd, buf, 2 * 4096, SVT_ALL_ACCESS);
+    TH_ASSERT(mr != NULL);
+    sge = calloc(da.max_sge + 1, sizeof(*sge));
+    TH_ASSERT(sge != NULL);
+    for (i = 0; i <= da.max_sge; ++i) {
+        sge[i] = svt_sge(buf + i * 7, 7, mr);
+    }
+    TH_ASSERT_NE(svt_post(qp, IBV_WR_RDMA_WRITE, sge, da.max_sge + 1,
+                          (uintptr_t)buf + 4096, mr->rkey, 1,
+                          IBV_SEND_SIGNALED), 0);
+    TH_ASSERT_EQ(svt_post(qp, IBV_WR_RDMA_WRITE, sge, da.max_sge,
+                          (uintptr_t)buf + 4096, mr->rkey, 2,
+                          IBV_SEND_SIGNALED), 0);
+    svt_poll(ep.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT_EQ(wc.wr_id, 2);
+    TH_CHECK_PATTERN(buf + 4096, (size_t)da.max_sge * 7, 21);
+    TH_ASSERT_EQ(buf[4096 + da.max_sge * 7], 0);
+
+    free(sge);
+    ibv_dereg_mr(mr);
+    free(buf);
+    TH_ASSERT_EQ(ibv_destroy_qp(qp), 0);
+    svt_ep_close(&ep);
+}
+
+/* The port's active MTU is the largest UD payload: a datagram of that
+ * size goes, one byte more fails locally */
+TH_TEST(softverbs, port_mtu_enforced)
+{
+    struct ibv_send_wr wr, *bad;
+    struct ibv_port_attr pa;
+    struct ibv_ah_attr aa;
+    struct ibv_qp_attr a;
+    struct ibv_sge sge;
+    struct ibv_ah *ah;
+    struct ibv_mr *mr;
+    struct ibv_wc wc;
+    uint8_t *buf;
+    size_t mtu;
+    svt_ep_t ep;
+
+    svt_ep_open(&ep, IBV_QPT_UD, 0, 0);
+    TH_ASSERT_EQ(ibv_query_port(ep.ctx, 1, &pa), 0);
+    mtu = 128u << pa.active_mtu; /* IBV_MTU_256 is 1 */
+    buf = aligned_alloc(4096, 4 * mtu);
+    TH_ASSERT(buf != NULL);
+    memset(buf, 0, 4 * mtu);
+    mr = ibv_reg_mr(ep.pd, buf, 4 * mtu, IBV_ACCESS_LOCAL_WRITE);
+    TH_ASSERT(mr != NULL);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey     = 0x11111111;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                               IBV_QP_PORT | IBV_QP_QKEY), 0);
+    a.qp_state = IBV_QPS_RTR;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE), 0);
+    a.qp_state = IBV_QPS_RTS;
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    svt_post_recv(ep.qp, buf + 2 * mtu, mtu + 40, mr->lkey, 7);
+    memset(&aa, 0, sizeof(aa));
+    aa.dlid     = pa.lid;
+    aa.port_num = 1;
+    ah = ibv_create_ah(ep.pd, &aa);
+    TH_ASSERT(ah != NULL);
+
+    th_fill_pattern(buf, mtu + 1, 31);
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode            = IBV_WR_SEND;
+    wr.sg_list           = &sge;
+    wr.num_sge           = 1;
+    wr.send_flags        = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah          = ah;
+    wr.wr.ud.remote_qpn  = ep.qp->qp_num;
+    wr.wr.ud.remote_qkey = 0x11111111;
+    sge    = svt_sge(buf, mtu, mr);
+    wr.wr_id = 1;
+    TH_ASSERT_EQ(ibv_post_send(ep.qp, &wr, &bad), 0);
+    svt_poll(ep.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    svt_poll(ep.rcq, &wc, 10);
+    TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+    TH_ASSERT_EQ(wc.byte_len, mtu + 40);
+    TH_CHECK_PATTERN(buf + 2 * mtu + 40, mtu, 31);
+
+    sge      = svt_sge(buf, mtu + 1, mr);
+    wr.wr_id = 2;
+    TH_ASSERT_EQ(ibv_post_send(ep.qp, &wr, &bad), 0);
+    svt_poll(ep.scq, &wc, 10);
+    TH_ASSERT_EQ(wc.wr_id, 2);
+    TH_ASSERT_EQ(wc.status, IBV_WC_LOC_LEN_ERR);
+
+    ibv_destroy_ah(ah);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
 /* ---------------------------------------------------------------------- */
 
 #define OPS_BUF (64 * 1024)

@@ -11,9 +11,14 @@
  * choice, the second put of a buffer, and registration failure falling back
  * to bcopy.
  */
+#define _GNU_SOURCE
 #include "th_ucx.h"
 
+#include <ucs/calib/calib.h>
+#include <ucs/sys/string.h>
+
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -78,6 +83,24 @@ static const size_t sppln_sizes[] = {
 };
 #define SPPLN_NUM_SIZES (sizeof(sppln_sizes) / sizeof(sppln_sizes[0]))
 
+/* progress until a message with this tag waits, unexpected, for its
+ * receive (a rendezvous one: its RTS); it must announce size bytes */
+static void sppln_wait_unexpected(th_ucp_t *ucp, ucp_tag_t tag, size_t size)
+{
+    double deadline = th_time() + 60.0;
+    ucp_tag_recv_info_t info;
+
+    while (ucp_tag_probe_nb(ucp->worker, tag, (ucp_tag_t)-1, 0, &info) ==
+           NULL) {
+        ucp_worker_progress(ucp->worker);
+        if (th_time() > deadline) {
+            TH_FAIL("message with tag 0x%llx did not arrive in 60 s",
+                    (unsigned long long)tag);
+        }
+    }
+    TH_ASSERT_EQ(info.length, size);
+}
+
 static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
                                  void *varg)
 {
@@ -124,11 +147,9 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
 
                 memset(buf, 0xee, size + 1);
                 if (i & 1) {
-                    /* let the RTS arrive first (unexpected) */
-                    double until = th_time() + 0.05;
-                    while (th_time() < until) {
-                        ucp_worker_progress(ucp.worker);
-                    }
+                    /* the RTS arrives first (unexpected): the receive is
+                     * posted once a probe sees the message waiting */
+                    sppln_wait_unexpected(&ucp, 0x100 + i, size);
                 }
                 req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x100 + i,
                                        (ucp_tag_t)-1, &rp);
@@ -1000,6 +1021,20 @@ TH_TEST(sppln, schedule_chunks)
         expect = sppln_min(2 * expect, SPPLN_MB);
     }
 
+    /* however long the message: once at a slot, chunks stay there (a
+     * chunk size that kept doubling past what a size_t holds came back as
+     * a page: a 192 MiB message went in 37932 chunks) */
+    length = 256 * SPPLN_MB + 5;
+    for (offset = 0, n = 0, expect = 128 * 1024; offset < length;
+         offset += size, ++n) {
+        size = ucp_sppln_sched_chunk(length, offset, 128 * 1024, 2.0,
+                                     SPPLN_MB);
+        TH_ASSERT_EQ(size, sppln_min(expect, length - offset));
+        expect = sppln_min(2 * expect, SPPLN_MB);
+    }
+    TH_ASSERT_EQ(n, 3 + 255 + 1); /* 128K, 256K, 512K, 255 x 1M, 128K+5 */
+    length = 3 * SPPLN_MB + 5;
+
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
         for (offset = 0, n = 0; offset < length; offset += size, ++n) {
             size = ucp_sppln_sched_chunk(length, offset, bad[i].c0, bad[i].q,
@@ -1015,4 +1050,452 @@ TH_TEST(sppln, schedule_chunks)
     TH_ASSERT(!ucp_sppln_geometry_valid(SPPLN_MB, 0));
     TH_ASSERT(!ucp_sppln_geometry_valid(SPPLN_MB, 2 * SPPLN_MB));
     TH_ASSERT(!ucp_sppln_geometry_valid(1ul << 31, 1024));
+}
+
+
+/* ---- truncation: a receive smaller than the message -------------------- */
+
+#define SPPLN_TRUNC_MSGS 6 /* more than the staging groups (4) */
+#define SPPLN_TRUNC_SIZE (SPPLN_MB + 5)
+#define SPPLN_TRUNC_RECV 300001
+
+/*
+ * Rank 0 sends messages of 1 MiB + 5 through the forced path; rank 1
+ * receives them into buffers of 300001 bytes it never touched (but for 64
+ * guard bytes after them). As in UCX's own rendezvous (the zcopy path):
+ * the receive completes with UCS_ERR_MESSAGE_TRUNCATED, the send with
+ * UCS_OK, nothing after the receive buffer changes, and the staging a
+ * truncated message held is given back (more of them than staging groups,
+ * then one that fits and must arrive whole).
+ */
+static void sppln_trunc_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_arg_t *arg    = varg;
+    ucp_request_param_t param = {0};
+    const sppln_stats_t *st;
+    size_t map_len, size, k;
+    ucs_status_t status;
+    uint8_t *map, *buf;
+    th_ucp_t ucp;
+    unsigned i;
+    void *req;
+    char go;
+
+    sppln_env(arg->path, "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i <= SPPLN_TRUNC_MSGS; ++i) {
+        size = (i < SPPLN_TRUNC_MSGS) ? SPPLN_TRUNC_RECV : SPPLN_TRUNC_SIZE;
+        map  = sppln_map(SPPLN_TRUNC_SIZE, &map_len);
+        buf  = map + 64 + i;
+        if (rank == 0) {
+            th_fill_pattern(buf, SPPLN_TRUNC_SIZE, 800 + i);
+            th_oob_recv(oob, 1, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                    ucp_tag_send_nbx(ucp.ep, buf, SPPLN_TRUNC_SIZE,
+                                     0x300 + i, &param), 120.0));
+        } else {
+            memset(buf + size, 0xee, 64);
+            req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x300 + i,
+                                   (ucp_tag_t)-1, &param);
+            go = 1;
+            th_oob_send(oob, 0, &go, 1);
+            status = th_ucp_wait(&ucp, req, 120.0);
+            if (i < SPPLN_TRUNC_MSGS) {
+                TH_ASSERT_EQ(status, UCS_ERR_MESSAGE_TRUNCATED);
+            } else {
+                TH_ASSERT_UCS_OK(status);
+                TH_CHECK_PATTERN(buf, size, 800 + i);
+            }
+            for (k = 0; k < 64; ++k) {
+                TH_ASSERT_EQ(buf[size + k], 0xee);
+            }
+        }
+        munmap(map, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+
+    if (rank == 0) {
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT(st != NULL);
+        TH_ASSERT_EQ(st->sent[!strcmp(arg->path, "bcopy") ? SP_BCOPY :
+                              !strcmp(arg->path, "sppln") ? SP_SPPLN :
+                              SP_ZCOPY], SPPLN_TRUNC_MSGS + 1);
+    }
+    th_ucp_cleanup(&ucp);
+}
+
+#define SPPLN_TRUNC_TEST(_path) \
+    TH_TEST_TIMEOUT(sppln, truncated_##_path, 120) \
+    { \
+        sppln_arg_t arg = {#_path, "hcr", 0, 0, NULL}; \
+        sppln_run(sppln_trunc_rank, &arg); \
+    }
+
+SPPLN_TRUNC_TEST(sppln)
+SPPLN_TRUNC_TEST(bcopy)
+SPPLN_TRUNC_TEST(zcopy)
+
+
+/* ---- the automatic takeover: UCX_HCR_SPPLN_THRESH=auto ----------------- */
+
+/* What auto means for a model: its C_0, at least the smallest sub-block
+ * (16 KiB), at most a slot (1 MiB) */
+static size_t sppln_auto_thresh(const char *model)
+{
+    char path[] = "/tmp/th-sppln-model-XXXXXX";
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+    size_t thresh;
+    FILE *f;
+    int fd;
+
+    fd = mkstemp(path);
+    TH_ASSERT(fd >= 0);
+    f = fdopen(fd, "w");
+    TH_ASSERT(f != NULL);
+    fputs(model, f);
+    fclose(f);
+    TH_ASSERT_UCS_OK(ucs_calib_model_read(path, &m));
+    unlink(path);
+    ucs_calib_derive(&m, &d);
+    thresh = (d.sp_c0 > 16384) ? d.sp_c0 : 16384;
+    return (thresh < SPPLN_MB) ? thresh : SPPLN_MB;
+}
+
+typedef struct {
+    sppln_arg_t super;
+    size_t      thresh;   /* where rndv/sppln must take over */
+} sppln_auto_arg_t;
+
+/* Rank 0 sends a message one byte below the threshold, one at it and one
+ * three times larger: rndv/sppln sends the last two only */
+static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_auto_arg_t *arg = varg;
+    const size_t sizes[]        = {arg->thresh - 1, arg->thresh,
+                                   3 * arg->thresh};
+    ucp_request_param_t param   = {0};
+    const sppln_stats_t *st;
+    size_t map_len, size;
+    uint64_t before, after;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    unsigned i;
+    void *req;
+    char go;
+
+    sppln_env("auto", "hcr");
+    unsetenv("UCX_HCR_SPPLN_THRESH");  /* the default: auto */
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i < 3; ++i) {
+        size = sizes[i];
+        buf  = sppln_map(size, &map_len);
+        if (rank == 0) {
+            st     = ucp_proto_sppln_stats(ucp.worker);
+            before = (st == NULL) ? 0 : st->sent[SP_BCOPY] +
+                                        st->sent[SP_SPPLN] +
+                                        st->sent[SP_ZCOPY];
+            th_fill_pattern(buf, size, 900 + i);
+            th_oob_recv(oob, 1, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                    ucp_tag_send_nbx(ucp.ep, buf, size, 0x400 + i, &param),
+                    120.0));
+            st    = ucp_proto_sppln_stats(ucp.worker);
+            after = (st == NULL) ? 0 : st->sent[SP_BCOPY] +
+                                       st->sent[SP_SPPLN] +
+                                       st->sent[SP_ZCOPY];
+            th_log("threshold %zu: %zu bytes %s rndv/sppln", arg->thresh,
+                   size, (after > before) ? "took" : "did not take");
+            TH_ASSERT_EQ(after - before, (size >= arg->thresh) ? 1 : 0);
+        } else {
+            req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x400 + i,
+                                   (ucp_tag_t)-1, &param);
+            go = 1;
+            th_oob_send(oob, 0, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+            TH_CHECK_PATTERN(buf, size, 900 + i);
+        }
+        munmap(buf, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+/* the same network with a latency 8 times longer: a C_0 8 times larger */
+#define SPPLN_MODEL_SLOW_NET \
+    "reg_resident 4e-6 1e-10\n" \
+    "reg_nonresident 4e-6 4e-10\n" \
+    "dereg 4e-6 5e-11\n" \
+    "copy 65536 2e10\n" \
+    "copy 67108864 8e9\n" \
+    "net_latency 1.6e-5\n" \
+    "net_bw 5e9\n" \
+    "net_gap 1e-7\n"
+
+/* By default rndv/sppln takes over from the measured C_0, and where that
+ * lies moves with the model: two models whose thresholds differ, each
+ * checked on both sides of its own */
+TH_TEST_TIMEOUT(sppln, auto_threshold_follows_model, 120)
+{
+    sppln_auto_arg_t arg = {{"auto", "hcr", 0, 0, SPPLN_MODEL_BASE}, 0};
+    size_t base;
+
+    base       = sppln_auto_thresh(SPPLN_MODEL_BASE);
+    arg.thresh = base;
+    sppln_run(sppln_auto_rank, &arg.super);
+
+    arg.super.model = SPPLN_MODEL_SLOW_NET;
+    arg.thresh      = sppln_auto_thresh(SPPLN_MODEL_SLOW_NET);
+    th_log("auto thresholds: %zu and %zu", base, arg.thresh);
+    TH_ASSERT_GT(arg.thresh, base);
+    sppln_run(sppln_auto_rank, &arg.super);
+}
+
+
+/* ---- lanes: hcr only by default (UCX_HCR_SPPLN_TLS=hcr) ----------------- */
+
+/* Rank 0 sends one message of 1 MiB through the forced superpipeline on
+ * the transports of arg->tls, with UCX_HCR_SPPLN_TLS at its default;
+ * arg->max_size says whether rndv/sppln must have sent it (1) or not (0) */
+static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_arg_t *arg    = varg;
+    ucp_request_param_t param = {0};
+    const sppln_stats_t *st;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    void *req;
+    char go;
+
+    sppln_env("sppln", arg->tls);
+    unsetenv("UCX_HCR_SPPLN_TLS");  /* the default */
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    buf = malloc(SPPLN_MB);
+    TH_ASSERT(buf != NULL);
+    if (rank == 0) {
+        th_fill_pattern(buf, SPPLN_MB, 31);
+        th_oob_recv(oob, 1, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf,
+                SPPLN_MB, 7, &param), 120.0));
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT_EQ((st == NULL) ? 0 : st->sent[SP_SPPLN], arg->max_size);
+    } else {
+        memset(buf, 0, SPPLN_MB);
+        req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_MB, 7, (ucp_tag_t)-1,
+                               &param);
+        go = 1;
+        th_oob_send(oob, 0, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        TH_CHECK_PATTERN(buf, SPPLN_MB, 31);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    free(buf);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, tls_default_hcr_only, 120)
+{
+    sppln_arg_t on_rc = {"sppln", "rc_v", 0, 0, NULL};
+    sppln_arg_t on_hcr = {"sppln", "hcr", 1, 0, NULL};
+
+    sppln_run(sppln_tls_rank, &on_rc);
+    sppln_run(sppln_tls_rank, &on_hcr);
+}
+
+
+/* ---- iov senders keep UCX's protocols; any receiver takes rndv/sppln --- */
+
+static void sppln_iov_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t half          = SPPLN_MB / 2 + 3;
+    ucp_request_param_t param  = {0};
+    ucp_request_param_t iparam = {0};
+    const sppln_stats_t *st;
+    ucp_dt_iov_t iov[2];
+    uint8_t *buf, *other;
+    th_ucp_t ucp;
+    void *req;
+    char go;
+
+    sppln_env("sppln", "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    buf   = malloc(2 * half);
+    other = malloc(2 * half);
+    TH_ASSERT((buf != NULL) && (other != NULL));
+    /* the two halves of the message, not adjacent in memory */
+    iov[0].buffer        = other + half;
+    iov[0].length        = half;
+    iov[1].buffer        = other;
+    iov[1].length        = half;
+    iparam.op_attr_mask  = UCP_OP_ATTR_FIELD_DATATYPE;
+    iparam.datatype      = ucp_dt_make_iov();
+
+    if (rank == 0) {
+        /* a contiguous message: rndv/sppln; an iov one: not */
+        th_fill_pattern(buf, 2 * half, 41);
+        th_oob_recv(oob, 1, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf,
+                2 * half, 1, &param), 120.0));
+        th_fill_pattern(buf, 2 * half, 42);
+        memcpy(iov[0].buffer, buf, half);
+        memcpy(iov[1].buffer, buf + half, half);
+        th_oob_recv(oob, 1, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, iov, 2,
+                2, &iparam), 120.0));
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT(st != NULL);
+        TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
+        TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_ZCOPY], 0);
+    } else {
+        /* the contiguous message into an iov receive */
+        memset(other, 0, 2 * half);
+        req = ucp_tag_recv_nbx(ucp.worker, iov, 2, 1, (ucp_tag_t)-1,
+                               &iparam);
+        go = 1;
+        th_oob_send(oob, 0, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        memcpy(buf, iov[0].buffer, half);
+        memcpy(buf + half, iov[1].buffer, half);
+        TH_CHECK_PATTERN(buf, 2 * half, 41);
+        /* the iov message into a contiguous one */
+        memset(buf, 0, 2 * half);
+        req = ucp_tag_recv_nbx(ucp.worker, buf, 2 * half, 2, (ucp_tag_t)-1,
+                               &param);
+        th_oob_send(oob, 0, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        TH_CHECK_PATTERN(buf, 2 * half, 42);
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT(st != NULL);
+        TH_ASSERT_EQ(st->received[SP_SPPLN], 1);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    free(buf);
+    free(other);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, iov_sender_keeps_ucx_protocols, 120)
+{
+    sppln_run(sppln_iov_rank, NULL);
+}
+
+
+/* ---- UCX_HCR_SPPLN_COPY_ASYNC=n: never the engine ---------------------- */
+
+/* the model of copy_engine_auto_dma_like_model, under which auto uses the
+ * engine: n keeps the sender's own copy */
+TH_TEST_TIMEOUT(sppln, copy_engine_off_dma_like_model, 300)
+{
+    sppln_arg_t arg = {"sppln", "hcr", 4 * SPPLN_MB, 0,
+                       SPPLN_MODEL_BASE
+                       "engine thread 2e-7 5e-8 3e10 0.9 0\n"};
+
+    setenv("UCX_HCR_SPPLN_COPY_ASYNC", "n", 1);
+    sppln_run(sppln_integrity_rank, &arg);
+}
+
+
+/* ---- UCX_PROTO_INFO=y shows rndv/sppln with its measured terms --------- */
+
+/* sizes as rndv/sppln shows them (below 1 MiB) */
+static const char *sppln_kib(size_t size, char *buf, size_t max)
+{
+    snprintf(buf, max, "%zuK", size / 1024);
+    return buf;
+}
+
+/* Rank 0's standard output while it selects a protocol for a 1 MiB tag
+ * send, with a hand-written model and the default threshold: the row of
+ * rndv/sppln starts at the model's C_0 and shows its choice by size, C_0,
+ * q and the sub-block size, as the model gives them */
+static void sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs,
+                                  void *varg)
+{
+    ucp_request_param_t param = {0};
+    char text[65536], expect[3][128], a[32], b[32], c[32];
+    const char *row;
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+    int fd, saved, i;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    ssize_t n;
+    void *req;
+    char go;
+
+    sppln_env("auto", "hcr");
+    unsetenv("UCX_HCR_SPPLN_THRESH");
+    setenv("UCX_PROTO_INFO", "y", 1);
+    if (rank == 0) {
+        fflush(stdout);
+        fd    = memfd_create("proto-info", 0);
+        saved = dup(STDOUT_FILENO);
+        TH_ASSERT((fd >= 0) && (saved >= 0));
+        TH_ASSERT(dup2(fd, STDOUT_FILENO) >= 0);
+    }
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    buf = malloc(SPPLN_MB);
+    TH_ASSERT(buf != NULL);
+    if (rank == 0) {
+        th_fill_pattern(buf, SPPLN_MB, 51);
+        th_oob_recv(oob, 1, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf,
+                SPPLN_MB, 3, &param), 120.0));
+        fflush(stdout);
+        TH_ASSERT(dup2(saved, STDOUT_FILENO) >= 0);
+        n = pread(fd, text, sizeof(text) - 1, 0);
+        TH_ASSERT(n > 0);
+        text[n] = '\0';
+        close(fd);
+        th_log("UCX_PROTO_INFO:\n%s", text);
+
+        TH_ASSERT_UCS_OK(ucs_calib_model_read(getenv("UCX_HCR_CALIB_FILE"),
+                                              &m));
+        ucs_calib_derive(&m, &d);
+        TH_ASSERT_LT(d.sp_thresh, SPPLN_MB);
+        snprintf(expect[0], sizeof(expect[0]), " %s..inf |",
+                 ucs_memunits_to_str(d.sp_c0, a, sizeof(a)));
+        snprintf(expect[1], sizeof(expect[1]),
+                 "| cached: zcopy, else bcopy <%s< sppln <",
+                 sppln_kib(d.sp_thresh, a, sizeof(a)));
+        snprintf(expect[2], sizeof(expect[2]),
+                 "| hcr/%s:1 put+notify C0 %s q %.1f sub %s |", "softverbs0",
+                 sppln_kib(d.sp_c0, b, sizeof(b)), d.sp_q,
+                 sppln_kib(d.sp_sub, c, sizeof(c)));
+        row = strstr(text, expect[0]);
+        if (row == NULL) {
+            TH_FAIL("UCX_PROTO_INFO output lacks \"%s\"", expect[0]);
+        }
+        for (i = 1; i < 3; ++i) {
+            if ((strstr(row, expect[i]) == NULL) ||
+                (strstr(row, expect[i]) > strchr(row, '\n'))) {
+                TH_FAIL("the row \"%.*s\" lacks \"%s\"",
+                        (int)strcspn(row, "\n"), row, expect[i]);
+            }
+        }
+    } else {
+        req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_MB, 3, (ucp_tag_t)-1,
+                               &param);
+        go = 1;
+        th_oob_send(oob, 0, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        TH_CHECK_PATTERN(buf, SPPLN_MB, 51);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    free(buf);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, proto_info_shows_model, 120)
+{
+    sppln_arg_t arg = {"auto", "hcr", 0, 0, SPPLN_MODEL_BASE};
+
+    sppln_run(sppln_proto_info_rank, &arg);
 }

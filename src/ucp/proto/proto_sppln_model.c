@@ -198,7 +198,9 @@ static size_t ucp_sppln_sched_step(double *chunk, double q, size_t slot_size,
     /* at least a page, whatever C_0 and q a peer sent */
     size    = ucs_min(ucs_align_up(ucs_max(size, 1), UCP_SPPLN_CHUNK_ALIGN),
                       slot_size);
-    *chunk *= q;
+    /* no larger than a slot: grown without a bound, it would pass what a
+     * size_t holds after some 50 chunks, and convert to nonsense */
+    *chunk  = ucs_min(*chunk * q, (double)slot_size);
     return ucs_min(size, left);
 }
 

@@ -618,7 +618,12 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
                                "SPPLN ACK %p", ack);
     xfer = req->send.rndv.sppln_xfer;
 
-    if (ack->status != UCS_OK) {
+    if (ack->status == UCS_ERR_MESSAGE_TRUNCATED) {
+        /* the receive buffer was too small: the receive fails, the send
+         * is done, as with UCX's rendezvous */
+        ucp_sppln_send_done(xfer, UCS_OK);
+        return UCS_OK;
+    } else if (ack->status != UCS_OK) {
         ucp_sppln_send_done(xfer, (ucs_status_t)ack->status);
         return UCS_OK;
     }

@@ -83,6 +83,7 @@ typedef struct sv_net_peer {
      * index + 1) whose receive WQE it took, MRs (table index) */
     uint32_t  busy_qp;
     uint32_t  busy_mr[SV_MAX_RECV_SGE];
+    unsigned  nbusy_mr;    /* entries of busy_mr set */
     int       fenced;      /* a fence shut the connection down */
     struct sv_net_peer *next;
 } sv_net_peer_t;
@@ -184,6 +185,7 @@ static int sv_net_busy_mr(sv_net_peer_t *p, const uint32_t *mr_idx,
 {
     int i, gone = 0;
 
+    p->nbusy_mr = (unsigned)n;
     for (i = 0; i < n; ++i) {
         __atomic_store_n(&p->busy_mr[i], mr_idx[i], __ATOMIC_SEQ_CST);
     }
@@ -194,7 +196,10 @@ static int sv_net_busy_mr(sv_net_peer_t *p, const uint32_t *mr_idx,
         }
     }
     for (i = 0; gone && i < n; ++i) {
-        __atomic_store_n(&p->busy_mr[i], 0, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&p->busy_mr[i], 0, __ATOMIC_RELEASE);
+    }
+    if (gone) {
+        p->nbusy_mr = 0;
     }
     return gone ? -1 : 0;
 }
@@ -204,14 +209,17 @@ static int sv_net_qp_dying(uint32_t qp_idx)
     return __atomic_load_n(&sv_resp.dying[qp_idx - 1], __ATOMIC_SEQ_CST);
 }
 
+/* (clearing needs no ordering with what follows: a fence only has to see
+ * it eventually, and the data placed before it is ordered by release) */
 static void sv_net_busy_end(sv_net_peer_t *p)
 {
-    int i;
+    unsigned i;
 
-    __atomic_store_n(&p->busy_qp, 0, __ATOMIC_SEQ_CST);
-    for (i = 0; i < SV_MAX_RECV_SGE; ++i) {
-        __atomic_store_n(&p->busy_mr[i], 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&p->busy_qp, 0, __ATOMIC_RELEASE);
+    for (i = 0; i < p->nbusy_mr; ++i) {
+        __atomic_store_n(&p->busy_mr[i], 0, __ATOMIC_RELEASE);
     }
+    p->nbusy_mr = 0;
 }
 
 /* ---------------------------------------------------------------------- */

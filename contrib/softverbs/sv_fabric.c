@@ -379,30 +379,131 @@ static void sv_reclaim_slot(int slot)
 
 static int sv_register_proc(void);
 
+/* the segment this process mapped, to know it again at exit */
+static dev_t sv_shm_dev;
+static ino_t sv_shm_ino;
+
+/*
+ * Open the fabric segment, locked (flock) for this process: created with
+ * O_EXCL | O_NOFOLLOW, or opened with O_NOFOLLOW, and used only when it is
+ * a regular file of this user with mode 0600. The name is predictable, and
+ * /dev/shm is writable by everyone: a symlink planted there must not make
+ * us write through it, and a file another user made (and can read and
+ * write) must not hold our fabric. Under the lock, the name must still be
+ * this file: the last process of a fabric unlinks it (sv_shm_atexit), and
+ * whoever opened it just before must then start a new one.
+ */
+static int sv_shm_open(const char *path, int *fd_p)
+{
+    struct stat st, now;
+    int fd, tries, err;
+
+    for (tries = 0; tries < 100; ++tries) {
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0600);
+        if (fd >= 0) {
+            fchmod(fd, 0600);   /* the umask may have taken bits away */
+        } else if (errno == EEXIST) {
+            fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            if (fd < 0 && errno == ENOENT) {
+                continue;       /* unlinked meanwhile */
+            }
+        }
+        if (fd < 0) {
+            err = errno;
+            fprintf(stderr, "softverbs: cannot open the fabric segment %s: "
+                    "%s%s\n", path, strerror(err), (err == ELOOP) ?
+                    " (a symbolic link is never followed; remove it, or "
+                    "set SOFTVERBS_SHM_NAME)" : "");
+            return err;
+        }
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid() || (st.st_mode & 07777) != 0600) {
+            fprintf(stderr, "softverbs: the fabric segment %s is not a "
+                    "regular file of uid %u with mode 0600 (another user "
+                    "may have made it); not using it. Remove it, or set "
+                    "SOFTVERBS_SHM_NAME\n", path, (unsigned)geteuid());
+            close(fd);
+            return EPERM;
+        }
+        flock(fd, LOCK_EX);
+        if (lstat(path, &now) == 0 && now.st_ino == st.st_ino &&
+            now.st_dev == st.st_dev) {
+            sv_shm_dev = st.st_dev;
+            sv_shm_ino = st.st_ino;
+            *fd_p      = fd;
+            return 0;
+        }
+        close(fd);              /* unlinked or replaced: again */
+    }
+    return EAGAIN;
+}
+
+/* At exit, the last process of a fabric removes its segment (a crashed
+ * one leaves it; the next process re-initialises it). */
+static void sv_shm_atexit(void)
+{
+    char path[160];
+    struct stat st;
+    int fd, i;
+
+    if (sv_g.shm == NULL || sv_g.slot < 0 || sv_g.pid != getpid()) {
+        return;
+    }
+    snprintf(path, sizeof(path), "/dev/shm/%s", sv_g.cfg.shm_name);
+    fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    if (fstat(fd, &st) == 0 && st.st_ino == sv_shm_ino &&
+        st.st_dev == sv_shm_dev) {
+        /* under the lock: no process registers meanwhile */
+        flock(fd, LOCK_EX);
+        for (i = 0; i < SV_MAX_PROCS; ++i) {
+            if (i != sv_g.slot && sv_g.shm->procs[i].pid != 0 &&
+                sv_proc_alive(i)) {
+                break;
+            }
+        }
+        if (i == SV_MAX_PROCS) {
+            unlink(path);
+        }
+        flock(fd, LOCK_UN);
+    }
+    close(fd);
+}
+
 /* map the segment and register this process, under the file lock so that a
  * process starting at the same time cannot take the fabric for unused */
 static int sv_shm_map(void)
 {
+    static int atexit_done;
     char path[160];
     pthread_mutexattr_t ma;
     struct stat st;
     size_t size = sv_heap_start() + SV_HEAP_SIZE;
     sv_shm_t *shm;
-    int fd, i, live = 0;
+    int fd = -1, i, live = 0;
 
     snprintf(path, sizeof(path), "/dev/shm/%s", sv_g.cfg.shm_name);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        return errno;
+    i = sv_shm_open(path, &fd);
+    if (i != 0) {
+        return i;
     }
-    flock(fd, LOCK_EX);
+    if (!atexit_done) {
+        atexit(sv_shm_atexit);
+        atexit_done = 1;
+    }
     if (fstat(fd, &st) != 0 ||
         ((size_t)st.st_size != size && ftruncate(fd, size) != 0)) {
         i = errno;
         close(fd);
         return i;
     }
-    shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* a forked child maps it where the parent's was (MAP_FIXED replaces
+     * that mapping): objects it inherited keep pointing into a mapping */
+    shm = mmap(sv_g.shm, size, PROT_READ | PROT_WRITE,
+               MAP_SHARED | (sv_g.shm != NULL ? MAP_FIXED : 0), fd, 0);
     if (shm == MAP_FAILED) {
         i = errno;
         close(fd);
@@ -506,18 +607,10 @@ int sv_init(void)
     } else {
         /* a forked child: it may have set its own SOFTVERBS_* variables,
          * or moved to another network namespace, which is another host
-         * with a fabric of its own */
-        char old_name[sizeof(sv_g.cfg.shm_name)];
-
-        memcpy(old_name, sv_g.cfg.shm_name, sizeof(old_name));
+         * with a fabric of its own. It maps the segment again in any case:
+         * the parent's may have been unlinked by its last process. */
         sv_config_load(&sv_g.cfg);
-        if (strcmp(old_name, sv_g.cfg.shm_name) != 0) {
-            munmap(sv_g.shm, sv_heap_start() + SV_HEAP_SIZE);
-            sv_g.shm = NULL;
-            ret = sv_shm_map();
-        } else {
-            ret = sv_register_proc();
-        }
+        ret = sv_shm_map();
     }
     if (ret == 0 && sv_net_enabled()) {
         /* other hosts reach this process's QPs through its port */

@@ -10,6 +10,8 @@
  */
 #define _GNU_SOURCE
 #include "sv.h"
+#include "sv_auth.h"
+#include "sv_net.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -29,17 +31,44 @@ static uintptr_t sv_page_size(void)
     return ps;
 }
 
+/*
+ * Keys. Memory must be reachable only through a key that cannot be guessed
+ * (an HCA puts a key byte beside the table index; softverbs promises more):
+ * every lkey/rkey is 32 random bits from getrandom(), never 0 or ~0, unique
+ * among the live keys of the fabric. The key also says where its MR is: at
+ * table index (key mod SV_MAX_MR), or one of the next SV_MR_PROBE - 1
+ * indices when that one was taken (open addressing in a short window, so a
+ * lookup reads at most SV_MR_PROBE entries, usually one). A lookup compares
+ * the whole key.
+ */
+#define SV_MR_PROBE      8
+#define SV_MR_KEY_TRIES  64
+
+static inline uint32_t sv_mr_slot(uint32_t key, unsigned probe)
+{
+    return (key + probe) & (SV_MAX_MR - 1);
+}
+
 const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,
                             uint64_t addr, uint64_t len, uint32_t access)
 {
-    uint32_t idx = key >> 8;
-    const sv_mr_t *mr;
+    const sv_mr_t *mr = NULL;
+    unsigned i;
+    uint32_t idx;
 
-    if (idx == 0 || idx >= SV_MAX_MR) {
+    if (key == 0) {
         return NULL;
     }
-    mr = &sv_g.shm->mrs[idx];
-    if (SV_LOAD(&mr->key) != key || mr->owner != owner || mr->pd != pd ||
+    for (i = 0; i < SV_MR_PROBE; ++i) {
+        idx = sv_mr_slot(key, i);
+        if (idx != 0 &&
+            __atomic_load_n(&sv_g.shm->mrs[idx].key, __ATOMIC_SEQ_CST) ==
+            key) {
+            mr = &sv_g.shm->mrs[idx];
+            break;
+        }
+    }
+    if (mr == NULL || mr->owner != owner || mr->pd != pd ||
         (mr->access & access) != access) {
         return NULL;
     }
@@ -48,6 +77,43 @@ const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,
         return NULL;
     }
     return mr;
+}
+
+/* a new key and the free table index it names; caller holds the shm lock.
+ * 0 when the table is (nearly) full. */
+static uint32_t sv_mr_new_key(uint32_t *idx_p)
+{
+    sv_shm_t *shm = sv_g.shm;
+    uint32_t key, idx, free_idx;
+    unsigned t, i;
+
+    for (t = 0; t < SV_MR_KEY_TRIES; ++t) {
+        if (sv_auth_random(&key, sizeof(key)) != 0) {
+            return 0;
+        }
+        if (key == 0 || key == UINT32_MAX) {
+            continue;   /* 0: a free entry; ~0: "no key" to many users */
+        }
+        free_idx = 0;
+        for (i = 0; i < SV_MR_PROBE; ++i) {
+            idx = sv_mr_slot(key, i);
+            if (idx == 0) {
+                continue;   /* index 0 means "no MR" (sv_mr_priv_t) */
+            }
+            if (shm->mrs[idx].key == key) {
+                free_idx = 0;   /* in use: a key is unique */
+                break;
+            }
+            if (shm->mrs[idx].key == 0 && free_idx == 0) {
+                free_idx = idx;
+            }
+        }
+        if (free_idx != 0) {
+            *idx_p = free_idx;
+            return key;
+        }
+    }
+    return 0;
 }
 
 /* munlock [start,end) except where another registration of ours still
@@ -94,7 +160,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     sv_pd_t *spd = (sv_pd_t *)pd;
     sv_mr_priv_t *m;
     sv_shm_t *shm = sv_g.shm;
-    uint32_t idx, i;
+    uint32_t idx = 0, key;
     sv_mr_t *e;
 
     if (((access & IBV_ACCESS_REMOTE_WRITE) ||
@@ -134,19 +200,10 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     sv_mr_list   = m;
     pthread_mutex_unlock(&sv_g.lock);
 
-    /* a free key table slot (next-fit, so keys are not reused soon) */
     sv_shm_lock();
-    for (i = 0, idx = 0; i < SV_MAX_MR; ++i) {
-        uint32_t c = (shm->next_mr + i) % SV_MAX_MR;
-
-        if (c != 0 && shm->mrs[c].key == 0) {
-            idx = c;
-            break;
-        }
-    }
-    if (idx != 0) {
+    key = sv_mr_new_key(&idx);
+    if (key != 0) {
         e = &shm->mrs[idx];
-        shm->next_mr = idx + 1;
         e->owner  = (uint16_t)sv_g.slot;
         e->dev    = (uint16_t)ibv_get_device_index(pd->context->device);
         e->pd     = spd->id;
@@ -154,8 +211,10 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
         e->addr   = (uintptr_t)addr;
         e->iova   = iova;
         e->length = length;
-        /* key: index and an 8-bit generation; never 0 */
-        SV_STORE(&e->key, (idx << 8) | ((uint32_t)(sv_new_id() & 0xff) ?: 1));
+        /* published last: a lookup that finds the key sees the fields */
+        __atomic_store_n(&e->key, key, __ATOMIC_SEQ_CST);
+    } else {
+        idx = 0;
     }
     sv_shm_unlock();
     if (idx == 0) {
@@ -174,8 +233,8 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     m->ibmr.addr    = addr;
     m->ibmr.length  = length;
     m->ibmr.handle  = idx;
-    m->ibmr.lkey    = shm->mrs[idx].key;
-    m->ibmr.rkey    = shm->mrs[idx].key;
+    m->ibmr.lkey    = key;
+    m->ibmr.rkey    = key;
     return &m->ibmr;
 }
 
@@ -201,8 +260,13 @@ SV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr)
 
     if (m->idx != 0) {
         sv_shm_lock();
-        SV_STORE(&sv_g.shm->mrs[m->idx].key, 0);
+        __atomic_store_n(&sv_g.shm->mrs[m->idx].key, 0, __ATOMIC_SEQ_CST);
         sv_shm_unlock();
+        if (sv_net_enabled()) {
+            /* a remote request still placing data into it finishes (or
+             * loses its connection) before the memory may go */
+            sv_net_resp_fence(0, m->idx);
+        }
     }
     pthread_mutex_lock(&sv_g.lock);
     for (pp = &sv_mr_list; *pp != NULL; pp = &(*pp)->next) {

@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "sv_net.h"
+#include "sv_auth.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +36,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +46,20 @@
 #define SV_NET_CONNECT_MAX_NS  (30ull * 1000000000ull)
 #define SV_NET_UD_CONNECT_NS   (1000000000ull)
 #define SV_NET_RCVTIMEO_US     50000
+/* network threads hold little on their stacks; hundreds of 8 MiB default
+ * stacks made gigabytes of address space */
+#define SV_NET_STACK_SIZE      (512u * 1024)
+
+sv_net_limits_t sv_net_limits = {
+    .max_conns   = SV_NET_MAX_CONNS_DEFAULT,
+    .max_hold_ns = SV_NET_MAX_HOLD_DEFAULT,
+};
+uint8_t sv_net_key[32];
+static int sv_net_key_loaded;
 
 typedef struct sv_net_conn {
     uint32_t            ip;            /* network order */
+    uint32_t            lip;           /* our address on it */
     uint16_t            port;
     int                 fd;
     int                 dead;          /* no new requests; reader closes fd */
@@ -97,6 +110,30 @@ static int sv_net_parse_addr(const char *item, uint32_t *addr)
     return found ? 0 : -1;
 }
 
+/* a whole number in [min, max] from the environment; anything else is
+ * reported and the default used */
+static uint64_t sv_net_env_uint(const char *name, uint64_t dflt,
+                                uint64_t min, uint64_t max)
+{
+    const char *s = getenv(name);
+    unsigned long long v;
+    char *end;
+
+    if (s == NULL || *s == '\0') {
+        return dflt;
+    }
+    errno = 0;
+    v     = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || s[0] == '-' || v < min || v > max) {
+        fprintf(stderr, "softverbs: %s='%s' is not a whole number in "
+                "%llu..%llu; using %llu\n", name, s,
+                (unsigned long long)min, (unsigned long long)max,
+                (unsigned long long)dflt);
+        return dflt;
+    }
+    return v;
+}
+
 int sv_net_config(sv_config_t *cfg)
 {
     const char *env = getenv("SOFTVERBS_NET");
@@ -113,6 +150,13 @@ int sv_net_config(sv_config_t *cfg)
     if (cfg->net_port == 0 || cfg->net_port + SV_MAX_PROCS > 65536) {
         cfg->net_port = SV_NET_PORT;
     }
+    sv_net_limits.max_conns =
+        (unsigned)sv_net_env_uint("SOFTVERBS_NET_MAX_CONNS",
+                                  SV_NET_MAX_CONNS_DEFAULT, 1, 4096);
+    sv_net_limits.max_hold_ns =
+        sv_net_env_uint("SOFTVERBS_NET_MAX_HOLD_MS",
+                        SV_NET_MAX_HOLD_DEFAULT / 1000000, 1, 3600000) *
+        1000000ull;
     if (env == NULL || *env == '\0') {
         return 0;
     }
@@ -305,6 +349,76 @@ int sv_net_spin_readable(int fd)
     return 0;
 }
 
+/* Read exactly len bytes before deadline_ns (CLOCK_MONOTONIC); -1 when the
+ * peer closes, errs or is too slow. For the handshake, whose time is
+ * bounded as a whole, not per byte. */
+int sv_net_recv_until(int fd, void *buf, size_t len, uint64_t deadline_ns)
+{
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    char *p = buf;
+    uint64_t now;
+    ssize_t r;
+
+    while (len > 0) {
+        now = sv_now_ns();
+        if (now >= deadline_ns) {
+            return -1;
+        }
+        r = poll(&pfd, 1, (int)((deadline_ns - now) / 1000000) + 1);
+        if (r < 0 && errno != EINTR) {
+            return -1;
+        }
+        if (r <= 0) {
+            continue;
+        }
+        r = recv(fd, p, len, MSG_DONTWAIT);
+        if (r == 0 ||
+            (r < 0 && errno != EAGAIN && errno != EINTR)) {
+            return -1;
+        }
+        if (r > 0) {
+            p   += r;
+            len -= (size_t)r;
+        }
+    }
+    return 0;
+}
+
+/* the proof of one end of a handshake (see sv_net.h) */
+void sv_net_auth_mac(int responder, const sv_net_auth_t *hello,
+                     const uint8_t *nonce_r, uint8_t *mac)
+{
+    static const char lr[] = "softverbs responder";
+    static const char li[] = "softverbs initiator";
+    struct iovec iov[3];
+
+    iov[0].iov_base = (void *)(responder ? lr : li);
+    iov[0].iov_len  = responder ? sizeof(lr) : sizeof(li);
+    iov[1].iov_base = (void *)hello;
+    iov[1].iov_len  = sizeof(*hello);
+    iov[2].iov_base = (void *)nonce_r;
+    iov[2].iov_len  = SV_NET_NONCE_LEN;
+    sv_hmac_sha256(sv_net_key, sizeof(sv_net_key), iov, 3, mac);
+}
+
+/* A message about a refused or failed connection: those can come as fast
+ * as anyone connects, so each kind is told a few times, then no more. */
+void sv_net_log_limited(unsigned *count, const char *fmt, ...)
+{
+    unsigned n = __atomic_fetch_add(count, 1, __ATOMIC_RELAXED);
+    char msg[256];
+    va_list ap;
+
+    if (n >= 3) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "softverbs[%d]: %s%s\n", (int)getpid(), msg,
+            (n == 2) ? " (further ones are not reported)" : "");
+}
+
 /* a detached helper thread that takes none of the application's signals */
 int sv_net_thread(void *(*fn)(void *), void *arg)
 {
@@ -315,6 +429,7 @@ int sv_net_thread(void *(*fn)(void *), void *arg)
 
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, SV_NET_STACK_SIZE);
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     ret = pthread_create(&th, &attr, fn, arg);
@@ -340,6 +455,7 @@ static sv_qp_priv_t *sv_net_qp_find(uint32_t qpn)
 
 void sv_net_qp_add(sv_qp_priv_t *qp)
 {
+    sv_net_resp_qp_alive(qp->idx);
     pthread_mutex_lock(&sv_net.qp_lock);
     sv_net.qps[qp->idx] = qp;
     pthread_mutex_unlock(&sv_net.qp_lock);
@@ -352,6 +468,9 @@ void sv_net_qp_remove(sv_qp_priv_t *qp)
         sv_net.qps[qp->idx] = NULL;
     }
     pthread_mutex_unlock(&sv_net.qp_lock);
+    /* the QP is being destroyed: a remote SEND still placing data into
+     * one of its receive buffers ends first */
+    sv_net_resp_fence(qp->idx + 1, 0);
 }
 
 /* complete the WRs on the wire with a flush; caller holds net_lock */
@@ -562,13 +681,78 @@ static void *sv_net_reader(void *arg)
     return NULL;
 }
 
-/* Connect to the process serving QP 'qpn' on the host of 'lid'. Returns
- * NULL when it cannot be reached within timeout_ns (refused: no such
- * process). */
+/* The initiator's half of the handshake (sv_net.h) on a connected
+ * socket: 0, or -1 with the reason told (a few times). */
+static int sv_net_handshake(int fd, int dev, uint32_t lid, uint32_t qpn,
+                            uint32_t ip, uint16_t port, uint64_t timeout_ns)
+{
+    static unsigned nlog;
+    uint64_t deadline = sv_now_ns() + timeout_ns;
+    sv_net_auth_t hello, ch, auth;
+    uint8_t mac[32];
+    struct iovec iov;
+    struct in_addr in = { ip };
+    const char *why;
+
+    memset(&hello, 0, sizeof(hello));
+    hello.magic    = SV_NET_MAGIC;
+    hello.kind     = SV_NET_HELLO;
+    hello.version  = SV_NET_VERSION;
+    hello.lid      = sv_port_lid(dev);
+    hello.slot     = (uint16_t)sv_g.slot;
+    hello.dst_lid  = (uint16_t)lid;
+    hello.dst_slot = (uint16_t)(qpn >> SV_QPN_SLOT_SHIFT);
+    if (sv_auth_random(hello.nonce, sizeof(hello.nonce)) != 0) {
+        why = "no random numbers";
+        goto fail;
+    }
+    iov.iov_base = &hello;
+    iov.iov_len  = sizeof(hello);
+    if (sv_net_send_iov(fd, &iov, 1) != 0 ||
+        sv_net_recv_until(fd, &ch, sizeof(ch), deadline) != 0) {
+        why = "refused the connection (not a softverbs process of this "
+              "version, or it does not accept us)";
+        goto fail;
+    }
+    sv_net_auth_mac(1, &hello, ch.nonce, mac);
+    if (ch.magic != SV_NET_MAGIC || ch.kind != SV_NET_CHALLENGE ||
+        ch.version != SV_NET_VERSION || !sv_auth_equal(mac, ch.mac, 32)) {
+        /* not a peer that holds our secret: tell it nothing */
+        why = "failed to authenticate (another user, or another "
+              "SOFTVERBS_NET secret)";
+        goto fail;
+    }
+    memset(&auth, 0, sizeof(auth));
+    auth.magic   = SV_NET_MAGIC;
+    auth.kind    = SV_NET_AUTH;
+    auth.version = SV_NET_VERSION;
+    sv_net_auth_mac(0, &hello, ch.nonce, auth.mac);
+    iov.iov_base = &auth;
+    iov.iov_len  = sizeof(auth);
+    if (sv_net_send_iov(fd, &iov, 1) != 0 ||
+        sv_net_recv_until(fd, &ch, sizeof(ch), deadline) != 0 ||
+        ch.magic != SV_NET_MAGIC || ch.kind != SV_NET_WELCOME) {
+        why = "did not accept our authentication (is the secret file the "
+              "same on both hosts?)";
+        goto fail;
+    }
+    return 0;
+
+fail:
+    sv_net_log_limited(&nlog, "%s:%u %s", inet_ntoa(in), (unsigned)port,
+                       why);
+    return -1;
+}
+
+/* Connect to the process serving QP 'qpn' on the host of 'lid', from the
+ * address of device 'dev' (the responder accepts us only from the address
+ * our LID names). Returns NULL when it cannot be reached within timeout_ns
+ * (refused: no such process) or the handshake fails. */
 static sv_net_conn_t *sv_net_conn_get(int dev, uint32_t lid, uint32_t qpn,
                                       uint64_t timeout_ns)
 {
     uint32_t ip    = sv_net_lid_ip(dev, lid);
+    uint32_t lip   = sv_g.cfg.net_addr[dev];
     uint16_t port  = sv_net_qpn_port(qpn);
     struct sockaddr_in sa;
     sv_net_conn_t *conn;
@@ -578,17 +762,26 @@ static sv_net_conn_t *sv_net_conn_get(int dev, uint32_t lid, uint32_t qpn,
 
     pthread_mutex_lock(&sv_net.conn_lock);
     for (conn = sv_net.conns; conn != NULL; conn = conn->next) {
-        if (conn->ip == ip && conn->port == port && !conn->dead) {
+        if (conn->ip == ip && conn->port == port && conn->lip == lip &&
+            !conn->dead) {
             goto out;
         }
     }
     conn = NULL;
+    if (timeout_ns > SV_NET_CONNECT_MAX_NS) {
+        timeout_ns = SV_NET_CONNECT_MAX_NS;
+    }
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         goto out;
     }
     memset(&sa, 0, sizeof(sa));
     sa.sin_family      = AF_INET;
+    sa.sin_addr.s_addr = lip;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        goto out;
+    }
     sa.sin_port        = htons(port);
     sa.sin_addr.s_addr = ip;
     flags = fcntl(fd, F_GETFL);
@@ -597,9 +790,6 @@ static sv_net_conn_t *sv_net_conn_get(int dev, uint32_t lid, uint32_t qpn,
         if (errno != EINPROGRESS) {
             close(fd);
             goto out;
-        }
-        if (timeout_ns > SV_NET_CONNECT_MAX_NS) {
-            timeout_ns = SV_NET_CONNECT_MAX_NS;
         }
         pfd.fd     = fd;
         pfd.events = POLLOUT;
@@ -613,17 +803,24 @@ static sv_net_conn_t *sv_net_conn_get(int dev, uint32_t lid, uint32_t qpn,
         }
     }
     fcntl(fd, F_SETFL, flags);
+    sv_net_tune_fd(fd, 0);
+    /* the responder gives a handshake SV_NET_HANDSHAKE_NS */
+    if (sv_net_handshake(fd, dev, lid, qpn, ip, port,
+                         SV_NET_HANDSHAKE_NS) != 0) {
+        close(fd);
+        goto out;
+    }
     conn = calloc(1, sizeof(*conn));
     if (conn == NULL) {
         close(fd);
         goto out;
     }
     conn->ip         = ip;
+    conn->lip        = lip;
     conn->port       = port;
     conn->fd         = fd;
     conn->timeout_ns = UINT64_MAX / 2;
     pthread_mutex_init(&conn->send_lock, NULL);
-    sv_net_tune_fd(fd, 0);
     if (sv_net_thread(sv_net_reader, conn) != 0) {
         close(fd);
         free(conn);
@@ -754,6 +951,20 @@ int sv_net_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
 
 int sv_net_start(void)
 {
+    char path[512], err[512];
+    int ret;
+
+    /* connections are authenticated with the user's secret: without it
+     * the network data path cannot work, and says why once */
+    if (!sv_net_key_loaded) {
+        ret = sv_auth_load_secret(sv_net_key, path, sizeof(path), err,
+                                  sizeof(err));
+        if (ret != 0) {
+            fprintf(stderr, "softverbs: network data path: %s\n", err);
+            return ret;
+        }
+        sv_net_key_loaded = 1;
+    }
     return sv_net_resp_start();
 }
 
@@ -764,5 +975,7 @@ void sv_net_atfork_child(void)
     pthread_mutex_init(&sv_net.qp_lock, NULL);
     sv_net.conns = NULL;
     memset(sv_net.qps, 0, sizeof(sv_net.qps));
+    /* the child reads its own SOFTVERBS_NET_SECRET_FILE */
+    sv_net_key_loaded = 0;
     sv_net_resp_atfork_child();
 }

@@ -208,6 +208,13 @@ typedef enum {
     SV_MOVER_ENGINE     /* the engine thread does every copy */
 } sv_mover_t;
 
+/* which limit memlock_limit is (named when a registration is refused) */
+typedef enum {
+    SV_MEMLOCK_RLIMIT,  /* RLIMIT_MEMLOCK (ulimit -l) */
+    SV_MEMLOCK_ENV,     /* SOFTVERBS_MEMLOCK_LIMIT */
+    SV_MEMLOCK_CAP      /* none: the process has CAP_IPC_LOCK */
+} sv_memlock_source_t;
+
 typedef struct {
     int         ndevs;
     sv_mover_t  mover;
@@ -215,6 +222,7 @@ typedef struct {
     unsigned    engine_spin_us;   /* engine polls this long before sleeping */
     int         engine_help;      /* empty poll_cq runs queued engine work */
     uint64_t    memlock_limit;    /* bytes, UINT64_MAX: unlimited */
+    sv_memlock_source_t memlock_source;
     unsigned    reg_cost_us;
     double      link_gbps;        /* 0: link model off */
     double      link_lat_us;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -85,6 +86,20 @@ static double sv_env_double(const char *name, double dflt)
     return (s && *s) ? strtod(s, NULL) : dflt;
 }
 
+/* CAP_IPC_LOCK in the effective set: the kernel lets such a process lock
+ * memory past RLIMIT_MEMLOCK */
+static int sv_has_cap_ipc_lock(void)
+{
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+    if (syscall(SYS_capget, &hdr, data) != 0) {
+        return 0;
+    }
+    return !!(data[CAP_IPC_LOCK / 32].effective &
+              (1u << (CAP_IPC_LOCK % 32)));
+}
+
 void sv_config_load(sv_config_t *cfg)
 {
     const char *s;
@@ -111,13 +126,22 @@ void sv_config_load(sv_config_t *cfg)
 
     cfg->engine_help    = (int)sv_env_double("SOFTVERBS_ENGINE_HELP", 1);
 
-    if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
-        cfg->memlock_limit = UINT64_MAX;
+    /* the kernel's rule for pinning: RLIMIT_MEMLOCK, which a process with
+     * CAP_IPC_LOCK may exceed; SOFTVERBS_MEMLOCK_LIMIT, when set, is the
+     * emulated HCA's own limit and binds every process */
+    s = getenv("SOFTVERBS_MEMLOCK_LIMIT");
+    if (s != NULL && *s != '\0') {
+        cfg->memlock_limit  = sv_parse_size(s, UINT64_MAX);
+        cfg->memlock_source = SV_MEMLOCK_ENV;
+    } else if (sv_has_cap_ipc_lock()) {
+        cfg->memlock_limit  = UINT64_MAX;
+        cfg->memlock_source = SV_MEMLOCK_CAP;
     } else {
-        cfg->memlock_limit = rl.rlim_cur;
+        cfg->memlock_limit  = (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 ||
+                               rl.rlim_cur == RLIM_INFINITY) ?
+                              UINT64_MAX : rl.rlim_cur;
+        cfg->memlock_source = SV_MEMLOCK_RLIMIT;
     }
-    cfg->memlock_limit = sv_parse_size(getenv("SOFTVERBS_MEMLOCK_LIMIT"),
-                                       cfg->memlock_limit);
 
     cfg->reg_cost_us = (unsigned)sv_env_double("SOFTVERBS_REG_COST_US", 0);
     cfg->link_gbps   = sv_env_double("SOFTVERBS_LINK_GBPS", 0);

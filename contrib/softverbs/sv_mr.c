@@ -2,11 +2,12 @@
  * softverbs memory registration: the key table, pinning with mlock and its
  * accounting against the memlock limit, and the registration cost model.
  *
- * As root (CAP_IPC_LOCK) the kernel does not enforce RLIMIT_MEMLOCK, and a
- * real HCA driver does not either; softverbs still counts pinned bytes per
- * process and fails ibv_reg_mr with ENOMEM past the limit
- * (SOFTVERBS_MEMLOCK_LIMIT, else RLIMIT_MEMLOCK), like an unprivileged user
- * of a real HCA sees it.
+ * softverbs counts pinned bytes per process and fails ibv_reg_mr with ENOMEM
+ * past the limit, as the kernel does for a real HCA: RLIMIT_MEMLOCK, which a
+ * process with CAP_IPC_LOCK may exceed, or SOFTVERBS_MEMLOCK_LIMIT when set
+ * (sv_config_load()). The first refusal says on stderr which limit it was
+ * and how to raise it; later ones only fail (a caller that retries must not
+ * flood its log).
  */
 #define _GNU_SOURCE
 #include "sv.h"
@@ -14,9 +15,11 @@
 #include "sv_net.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static sv_mr_priv_t *sv_mr_list;   /* this process's MRs, under sv_g.lock */
@@ -150,6 +153,36 @@ static void sv_unpin(uintptr_t start, uintptr_t end)
     }
 }
 
+/* say once which limit refused a registration of @a len bytes */
+static void sv_memlock_refused(uint64_t len, int kernel)
+{
+    uint64_t limit = sv_g.cfg.memlock_limit;
+    static int said;
+    struct rlimit rl;
+
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+        return;
+    }
+    if (!kernel && sv_g.cfg.memlock_source == SV_MEMLOCK_ENV) {
+        fprintf(stderr, "softverbs: ibv_reg_mr of %llu bytes refused: %llu "
+                "bytes already pinned, SOFTVERBS_MEMLOCK_LIMIT is %llu bytes "
+                "(raise it, e.g. SOFTVERBS_MEMLOCK_LIMIT=unlimited)\n",
+                (unsigned long long)len, (unsigned long long)sv_g.pinned,
+                (unsigned long long)sv_g.cfg.memlock_limit);
+    } else {
+        /* the kernel's mlock() enforces the rlimit of now */
+        if (kernel && (getrlimit(RLIMIT_MEMLOCK, &rl) == 0)) {
+            limit = (rl.rlim_cur == RLIM_INFINITY) ? UINT64_MAX : rl.rlim_cur;
+        }
+        fprintf(stderr, "softverbs: ibv_reg_mr of %llu bytes refused%s: %llu "
+                "bytes already pinned, RLIMIT_MEMLOCK (ulimit -l) is %llu "
+                "bytes (raise it with ulimit -l or limits.conf, or run "
+                "with CAP_IPC_LOCK)\n",
+                (unsigned long long)len, kernel ? " by the kernel's mlock" : "",
+                (unsigned long long)sv_g.pinned, (unsigned long long)limit);
+    }
+}
+
 SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
                                           size_t length, uint64_t iova,
                                           unsigned int access)
@@ -178,6 +211,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     pthread_mutex_lock(&sv_g.lock);
     if (length > 0) {
         if (sv_g.pinned + (end - start) > sv_g.cfg.memlock_limit) {
+            sv_memlock_refused(end - start, 0);
             pthread_mutex_unlock(&sv_g.lock);
             free(m);
             errno = ENOMEM;
@@ -187,6 +221,9 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
         if (mlock((void *)start, end - start) != 0) {
             int err = errno;
 
+            if ((err == EAGAIN) || (err == ENOMEM) || (err == EPERM)) {
+                sv_memlock_refused(end - start, 1);
+            }
             pthread_mutex_unlock(&sv_g.lock);
             free(m);
             errno = (err == EAGAIN) ? ENOMEM : err;

@@ -192,30 +192,7 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
 
 static int print_model_file(const ucs_calib_model_t *m)
 {
-    char path[] = "/tmp/ucx_hcr_calib.XXXXXX";
-    char line[256];
-    FILE *f;
-    int fd;
-
-    fd = mkstemp(path);
-    if (fd < 0) {
-        fprintf(stderr, "mkstemp: %s\n", strerror(errno));
-        return -1;
-    }
-    close(fd);
-    if (ucs_calib_model_write(m, path) != UCS_OK) {
-        unlink(path);
-        return -1;
-    }
-
-    f = fopen(path, "r");
-    while ((f != NULL) && (fgets(line, sizeof(line), f) != NULL)) {
-        fputs(line, stdout);
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    unlink(path);
+    ucs_calib_model_print(m, stdout);
     return 0;
 }
 

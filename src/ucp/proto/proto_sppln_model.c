@@ -12,6 +12,7 @@
 
 #include <ucp/core/ucp_context.h>
 #include <ucp/core/ucp_worker.h>
+#include <ucs/calib/calib.h>
 #include <ucs/config/parser.h>
 #include <ucs/memory/rcache_int.h>
 #include <ucs/sys/sys.h>
@@ -71,36 +72,42 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
      "before, with UCX's rendezvous). auto: the measured C_0, the bytes\n"
      "copied during a rendezvous round trip, from which a staged first send\n"
      "hides its first copy in the round trip (at least 16k).",
-     ucs_offsetof(ucp_sppln_config_t, thresh), UCS_CONFIG_TYPE_MEMUNITS},
+     ucs_offsetof(ucp_sppln_config_t, thresh),
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"SLOT_SIZE", "1m",
      "Bytes per staging slot: the largest chunk. Each transfer uses three\n"
      "slots on each side (triple buffering).",
-     ucs_offsetof(ucp_sppln_config_t, slot_size), UCS_CONFIG_TYPE_MEMUNITS},
+     ucs_offsetof(ucp_sppln_config_t, slot_size),
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"SUB_SIZE", "auto",
      "Bytes per notified put: the receiver copies a sub-block out as soon\n"
      "as its notification arrives. auto: the measured size on whose wire\n"
      "time the put's own cost (the network's gap) is about 1/32\n"
      "(ucx_hcr_calib shows it; 64k without a model), at most a slot.",
-     ucs_offsetof(ucp_sppln_config_t, sub_size), UCS_CONFIG_TYPE_MEMUNITS},
+     ucs_offsetof(ucp_sppln_config_t, sub_size),
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"GROUPS", "4",
      "Transfers that can be staged at once per worker and direction; the\n"
      "staging regions are GROUPS x 3 x SLOT_SIZE bytes each, registered once.",
-     ucs_offsetof(ucp_sppln_config_t, groups), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(ucp_sppln_config_t, groups),
+     UCS_CALIB_CONFIG_TYPE_COUNT},
 
     {"C0", "auto",
      "First chunk of the superpipeline. auto: the measured C_0 (the bytes\n"
      "copied during a rendezvous round trip), or an eighth of the message\n"
      "if more.",
-     ucs_offsetof(ucp_sppln_config_t, c0), UCS_CONFIG_TYPE_MEMUNITS},
+     ucs_offsetof(ucp_sppln_config_t, c0),
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"Q", "0",
      "Growth ratio of the superpipeline's chunks. 0: the measured\n"
      "q = copy bandwidth / network bandwidth, at least 2 (chunks double\n"
      "where copies are not twice as fast as the network).",
-     ucs_offsetof(ucp_sppln_config_t, q), UCS_CONFIG_TYPE_DOUBLE},
+     ucs_offsetof(ucp_sppln_config_t, q),
+     UCS_CALIB_CONFIG_TYPE_DOUBLE},
 
     {"COPY_ASYNC", "auto",
      "The sender stages chunks with the asynchronous copy engine instead of\n"
@@ -140,6 +147,12 @@ UCS_CONFIG_REGISTER_TABLE(ucp_sppln_config_table,
                           &ucs_config_global_list)
 
 
+/* chunks grow at least not at all, and at most this fast: the third slot
+ * must still be worth filling while the first two are in flight */
+#define UCP_SPPLN_Q_MIN 1.0
+#define UCP_SPPLN_Q_MAX 16.0
+
+
 static ucp_sppln_config_t ucp_sppln_cfg;
 static pthread_once_t ucp_sppln_cfg_once = PTHREAD_ONCE_INIT;
 static int ucp_sppln_cfg_valid;
@@ -153,6 +166,7 @@ int ucp_sppln_geometry_valid(size_t slot_size, size_t sub_size)
 
 static void ucp_sppln_config_read(void)
 {
+    char slot_str[32], sub_str[32];
     ucs_status_t status;
 
     status = ucs_config_parser_fill_opts(&ucp_sppln_cfg,
@@ -170,11 +184,23 @@ static void ucp_sppln_config_read(void)
                                    ucp_sppln_cfg.sub_size)) ||
         (ucp_sppln_cfg.groups == 0) ||
         (ucp_sppln_cfg.groups > UCP_SPPLN_MAX_GROUPS)) {
-        ucs_error("UCX_HCR_SPPLN_*: invalid staging geometry (slot %zu, "
-                  "sub-block %zu, groups %u): need 1k <= SUB_SIZE <= "
+        /* sizes as given: "auto" and "inf", not their numeric codes */
+        ucs_memunits_to_str(ucp_sppln_cfg.slot_size, slot_str,
+                            sizeof(slot_str));
+        ucs_memunits_to_str(ucp_sppln_cfg.sub_size, sub_str, sizeof(sub_str));
+        ucs_error("UCX_HCR_SPPLN_*: invalid staging geometry (slot %s, "
+                  "sub-block %s, groups %u): need 1k <= SUB_SIZE <= "
                   "SLOT_SIZE < 4g and 1 <= GROUPS <= %lu; rndv/sppln disabled",
-                  ucp_sppln_cfg.slot_size, ucp_sppln_cfg.sub_size,
-                  ucp_sppln_cfg.groups, UCP_SPPLN_MAX_GROUPS);
+                  slot_str, sub_str, ucp_sppln_cfg.groups,
+                  UCP_SPPLN_MAX_GROUPS);
+        return;
+    }
+
+    if ((ucp_sppln_cfg.q != 0) && ((ucp_sppln_cfg.q < UCP_SPPLN_Q_MIN) ||
+                                   (ucp_sppln_cfg.q > UCP_SPPLN_Q_MAX))) {
+        ucs_error("UCX_HCR_SPPLN_Q=%g: need 0 (measured) or %g to %g; "
+                  "rndv/sppln disabled", ucp_sppln_cfg.q, UCP_SPPLN_Q_MIN,
+                  UCP_SPPLN_Q_MAX);
         return;
     }
 
@@ -521,7 +547,7 @@ void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name,
                                   ucs_min(UCP_SPPLN_SUB_MIN, max_sub));
     }
 
-    spriv->q  = ucs_min(ucs_max(spriv->q, 1.0), 16.0);
+    spriv->q  = ucs_min(ucs_max(spriv->q, UCP_SPPLN_Q_MIN), UCP_SPPLN_Q_MAX);
 
     ucp_sppln_copy_backend(spriv, cfg);
 }

@@ -12,6 +12,7 @@
 
 #include <ucp/core/ucp_worker.h>
 #include <ucp/core/ucp_context.h>
+#include <ucs/calib/calib.h>
 #include <ucs/config/parser.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -38,7 +39,8 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
      "their replies and the fast path's control messages use (ucpx_rvma.h);\n"
      "the application must not register handlers on them. Initiator and\n"
      "target must use the same value.",
-     ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CONFIG_TYPE_UINT},
+     ucs_offsetof(ucp_rvma_config_t, am_id),
+     UCS_CALIB_CONFIG_TYPE_UINT},
 
     {"FAST", "y",
      "Fast path where the active message lane can put with notification\n"
@@ -51,12 +53,14 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
     {"RING_SIZE", "256k",
      "Size of the ring a target leases to each initiator for fast path puts\n"
      "(registered memory on both sides).",
-     ucs_offsetof(ucp_rvma_config_t, ring_size), UCS_CONFIG_TYPE_MEMUNITS},
+     ucs_offsetof(ucp_rvma_config_t, ring_size),
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"FAST_MAX", "16k",
      "Largest put that the fast path copies into the ring. At most a quarter\n"
      "of RING_SIZE.",
-     ucs_offsetof(ucp_rvma_config_t, fast_max), UCS_CONFIG_TYPE_MEMUNITS},
+     ucs_offsetof(ucp_rvma_config_t, fast_max),
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"READ_MAX", "inf",
      "Largest put that the fast path sends as a record naming the\n"
@@ -65,7 +69,8 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
      "copy on either side. It applies to puts larger than FAST_MAX; with 0,\n"
      "or where the lane cannot read, they and any put that finds the ring\n"
      "full take the active message path.",
-     ucs_offsetof(ucp_rvma_config_t, read_max), UCS_CONFIG_TYPE_MEMUNITS},
+     ucs_offsetof(ucp_rvma_config_t, read_max),
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"RING_POLL", "y",
      "Find fast path records by polling the rings, as soon as a record's\n"
@@ -124,6 +129,7 @@ ucs_status_t ucp_rvma_worker_set_handler(ucp_rvma_worker_t *rw, unsigned id,
 static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
                                            ucp_rvma_worker_t **rw_p)
 {
+    char ring_str[32], fast_str[32];
     ucp_rvma_config_t config;
     ucp_rvma_worker_t *rw;
     ucs_status_t status;
@@ -153,11 +159,13 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
          (config.ring_size < (4 * UCP_RVMA_RING_ALIGN)) ||
          ((config.ring_size % UCP_RVMA_RING_ALIGN) != 0) ||
          (config.fast_max > (config.ring_size / 4)))) {
-        ucs_error("UCX_HCR_RVMA_RING_SIZE=%zu, UCX_HCR_RVMA_FAST_MAX=%zu: "
+        /* sizes as given: "auto" and "inf", not their numeric codes */
+        ucs_memunits_to_str(config.ring_size, ring_str, sizeof(ring_str));
+        ucs_memunits_to_str(config.fast_max, fast_str, sizeof(fast_str));
+        ucs_error("UCX_HCR_RVMA_RING_SIZE=%s, UCX_HCR_RVMA_FAST_MAX=%s: "
                   "the ring must be a multiple of %d bytes, at most %zu, "
-                  "and at least 4 times FAST_MAX", config.ring_size,
-                  config.fast_max, UCP_RVMA_RING_ALIGN,
-                  (size_t)UCP_RVMA_RING_MAX_SIZE);
+                  "and at least 4 times FAST_MAX", ring_str, fast_str,
+                  UCP_RVMA_RING_ALIGN, (size_t)UCP_RVMA_RING_MAX_SIZE);
         status = UCS_ERR_INVALID_PARAM;
         goto out_release_config;
     }

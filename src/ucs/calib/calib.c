@@ -21,9 +21,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,10 +35,20 @@
  * supplies, the per-host cache, or a measurement (which then fills the
  * cache). Concurrent processes on one host serialize on a lock file, so
  * the first one measures on a quiet host and the others read its result.
+ *
+ * A model read from the cache decides how this process sends its data, so
+ * only this user may have written it: the cache directory must belong to
+ * the user with mode 0700 (else the process measures and keeps nothing),
+ * and its files must be regular files of the user, opened without following
+ * links and without blocking.
  */
 
-/* bump when the measurement or the file format changes meaning */
-#define UCS_CALIB_FORMAT_VERSION 3
+/* bump when the measurement or the file format changes meaning (4: values
+ * are range-checked, a measured overlap is clamped to 0..1) */
+#define UCS_CALIB_FORMAT_VERSION 4
+
+/* modes of the cache directory: the user's alone */
+#define UCS_CALIB_DIR_MODE       0700
 
 
 typedef enum {
@@ -97,6 +109,9 @@ typedef struct {
     ucs_calib_source_t source; /* where ucs_calib_get() first got it */
 } ucs_calib_entry_t;
 
+/* the last UCX_HCR_CALIB_FILE refused, so that it is reported once */
+static char ucs_calib_bad_file[PATH_MAX];
+
 static pthread_mutex_t ucs_calib_lock = PTHREAD_MUTEX_INITIALIZER;
 static UCS_LIST_HEAD(ucs_calib_models);
 
@@ -132,8 +147,8 @@ static void ucs_calib_entry_set(const char *dev_name,
     entry->source = source;
 }
 
-/* mkdir -p, private to the user */
-static ucs_status_t ucs_calib_mkdir(const char *dir)
+/* mkdir -p of the parents, private to the user */
+static void ucs_calib_mkdir_parents(const char *dir)
 {
     char path[PATH_MAX], *p;
 
@@ -141,15 +156,44 @@ static ucs_status_t ucs_calib_mkdir(const char *dir)
     for (p = path + 1; *p != '\0'; ++p) {
         if (*p == '/') {
             *p = '\0';
-            if ((mkdir(path, 0700) != 0) && (errno != EEXIST)) {
-                return UCS_ERR_IO_ERROR;
-            }
+            /* an existing parent is checked by what it holds, the cache
+             * directory itself */
+            (void)mkdir(path, UCS_CALIB_DIR_MODE);
             *p = '/';
         }
     }
+}
 
-    if ((mkdir(path, 0700) != 0) && (errno != EEXIST)) {
+/*
+ * Create the cache directory (mode 0700) or find it, and check, without
+ * following a link, that it is a directory of this user that nobody else
+ * may enter. A directory someone else made (another user can create
+ * /tmp/ucx-hcr-<uid> first, or plant a link there) or left open must not
+ * supply models, nor receive them.
+ */
+static ucs_status_t ucs_calib_dir_check(const char *dir)
+{
+    struct stat st;
+
+    if ((mkdir(dir, UCS_CALIB_DIR_MODE) != 0) && (errno != EEXIST)) {
+        ucs_debug("calib: cannot create %s: %m: models are not kept", dir);
         return UCS_ERR_IO_ERROR;
+    }
+
+    if (lstat(dir, &st) != 0) {
+        ucs_debug("calib: cannot stat %s: %m: models are not kept", dir);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (!S_ISDIR(st.st_mode) || (st.st_uid != geteuid()) ||
+        ((st.st_mode & 0777) != UCS_CALIB_DIR_MODE)) {
+        ucs_warn("calibration cache %s is %s (owner uid %u, mode %04o), not a "
+                 "directory of uid %u with mode %04o: measuring without a "
+                 "cache", dir, S_ISLNK(st.st_mode) ? "a symbolic link" :
+                 S_ISDIR(st.st_mode) ? "a directory" : "not a directory",
+                 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                 (unsigned)geteuid(), UCS_CALIB_DIR_MODE);
+        return UCS_ERR_UNSUPPORTED;
     }
     return UCS_OK;
 }
@@ -166,11 +210,60 @@ static ucs_status_t ucs_calib_cache_dir(const ucs_calib_config_t *config,
     } else if ((base = getenv("HOME")) != NULL) {
         ucs_snprintf_safe(dir, max, "%s/.cache/ucx-hcr", base);
     } else {
-        ucs_snprintf_safe(dir, max, "/tmp/ucx-hcr-%d", (int)getuid());
+        /* a shared directory: only one this user made (checked below) */
+        ucs_snprintf_safe(dir, max, "/tmp/ucx-hcr-%u", (unsigned)geteuid());
     }
 
     /* the parent (~/.cache) may not exist yet either */
-    return ucs_calib_mkdir(dir);
+    ucs_calib_mkdir_parents(dir);
+    return ucs_calib_dir_check(dir);
+}
+
+/*
+ * Open a file of the cache: never through a link, never blocking (a FIFO
+ * planted in its place is refused, not waited on), and only a regular file
+ * of this user. Returns the fd, or -1 (errno ENOENT: the file is missing).
+ */
+static int ucs_calib_cache_open(const char *path, int flags)
+{
+    struct stat st;
+    int fd;
+
+    fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+              0600);
+    if (fd < 0) {
+        if (errno != ENOENT) {
+            ucs_debug("calib: cannot open %s: %m", path);
+        }
+        return -1;
+    }
+
+    if ((fstat(fd, &st) != 0) || !S_ISREG(st.st_mode) ||
+        (st.st_uid != geteuid())) {
+        ucs_debug("calib: %s is not a regular file of uid %u: not used", path,
+                  (unsigned)geteuid());
+        close(fd);
+        errno = EPERM;
+        return -1;
+    }
+    return fd;
+}
+
+/* the cached model, UCS_ERR_NO_ELEM when there is none */
+static ucs_status_t ucs_calib_cache_read(const char *path,
+                                         ucs_calib_model_t *model)
+{
+    ucs_status_t status;
+    int fd;
+
+    fd = ucs_calib_cache_open(path, O_RDONLY);
+    if (fd < 0) {
+        return UCS_ERR_NO_ELEM;
+    }
+
+    status = ucs_calib_model_read_fd(fd, path, model);
+    close(fd);
+    return status;
 }
 
 /* <dir>/<host>-<dev>-<crc of the full key>.model */
@@ -195,6 +288,7 @@ static ucs_status_t ucs_calib_measure(const char *dev_name,
 {
     ucs_time_t start = ucs_get_time();
     ucs_status_t status;
+    char err[128];
 
     memset(model, 0, sizeof(*model));
     status = ucs_calib_measure_memcpy(model);
@@ -213,6 +307,14 @@ static ucs_status_t ucs_calib_measure(const char *dev_name,
     }
 
     model->measure_time = ucs_time_to_sec(ucs_get_time() - start);
+
+    /* timings scatter: a value out of bounds is clamped, a NaN refused */
+    status = ucs_calib_model_check(model, 1, err, sizeof(err));
+    if (status != UCS_OK) {
+        ucs_diag("calib: measurement of %s refused: %s", dev_name, err);
+        return status;
+    }
+
     ucs_debug("calib: measured %s in %.3f s", dev_name, model->measure_time);
     return UCS_OK;
 }
@@ -233,17 +335,15 @@ static ucs_status_t ucs_calib_get_cached(const ucs_calib_config_t *config,
     if (status == UCS_OK) {
         ucs_calib_cache_path(dir, dev_name, dev_key, path, sizeof(path));
         ucs_snprintf_safe(lock_path, sizeof(lock_path), "%s.lock", path);
-        lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        lock_fd = ucs_calib_cache_open(lock_path, O_RDWR | O_CREAT);
         if ((lock_fd >= 0) && (flock(lock_fd, LOCK_EX) != 0)) {
             close(lock_fd);
             lock_fd = -1;
         }
-    } else {
-        ucs_debug("calib: no cache directory %s: models are not kept", dir);
     }
 
     if ((lock_fd >= 0) && (config->mode != UCS_CALIB_MODE_FORCE) &&
-        (ucs_calib_model_read(path, model) == UCS_OK)) {
+        (ucs_calib_cache_read(path, model) == UCS_OK)) {
         *source_p = UCS_CALIB_SOURCE_CACHE;
         ucs_debug("calib: %s from %s", dev_name, path);
         goto out;
@@ -296,10 +396,19 @@ ucs_status_t ucs_calib_get(const char *dev_name, const char *dev_key,
         *model = entry->model;
     } else if (strlen(config.file) > 0) {
         source = UCS_CALIB_SOURCE_FILE;
-        status = ucs_calib_model_read(config.file, model);
-        if (status == UCS_ERR_NO_ELEM) {
-            ucs_error("cannot open calibration model UCX_HCR_CALIB_FILE=%s: "
-                      "%m", config.file);
+        if (!strcmp(config.file, ucs_calib_bad_file)) {
+            /* refused before, and said so: every md open asks again */
+            status = UCS_ERR_INVALID_PARAM;
+        } else {
+            status = ucs_calib_model_read(config.file, model);
+            if (status == UCS_ERR_NO_ELEM) {
+                ucs_error("cannot open calibration model "
+                          "UCX_HCR_CALIB_FILE=%s: %m", config.file);
+            }
+            if (status != UCS_OK) {
+                ucs_strncpy_zero(ucs_calib_bad_file, config.file,
+                                 sizeof(ucs_calib_bad_file));
+            }
         }
     } else {
         status = ucs_calib_get_cached(&config, dev_name, dev_key, measure,
@@ -348,4 +457,62 @@ UCS_STATIC_CLEANUP {
         ucs_list_del(&entry->list);
         ucs_free(entry);
     }
+}
+
+
+/* a minus sign anywhere: UCX's parsers would take it as a huge value */
+static int ucs_calib_config_negative(const char *buf)
+{
+    return strchr(buf, '-') != NULL;
+}
+
+int ucs_calib_config_sscanf_memunits(const char *buf, void *dest,
+                                     const void *arg)
+{
+    return !ucs_calib_config_negative(buf) &&
+           ucs_config_sscanf_memunits(buf, dest, arg);
+}
+
+int ucs_calib_config_sscanf_uint(const char *buf, void *dest,
+                                 const void *arg)
+{
+    return !ucs_calib_config_negative(buf) &&
+           (ucs_config_sscanf_uint(buf, dest, arg) == 1);
+}
+
+int ucs_calib_config_sscanf_count(const char *buf, void *dest,
+                                  const void *arg)
+{
+    /* "inf" threads or queue entries would be 2^32-1 of them */
+    return strcasecmp(buf, UCS_NUMERIC_INF_STR) &&
+           ucs_calib_config_sscanf_uint(buf, dest, arg) &&
+           (*(unsigned*)dest >= 1);
+}
+
+int ucs_calib_config_sscanf_double(const char *buf, void *dest,
+                                   const void *arg)
+{
+    double value;
+
+    if ((ucs_config_sscanf_double(buf, &value, arg) != 1) ||
+        !isfinite(value) || (value < 0)) {
+        return 0;
+    }
+
+    *(double*)dest = value;
+    return 1;
+}
+
+int ucs_calib_config_sscanf_time(const char *buf, void *dest,
+                                 const void *arg)
+{
+    double value;
+
+    if (!ucs_config_sscanf_time(buf, &value, arg) || !isfinite(value) ||
+        (value < 0)) {
+        return 0;
+    }
+
+    *(double*)dest = value;
+    return 1;
 }

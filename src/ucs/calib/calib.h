@@ -8,11 +8,13 @@
 #define UCS_CALIB_H_
 
 #include <ucs/type/status.h>
+#include <ucs/config/parser.h>
 #include <ucs/sys/compiler_def.h>
 #include <ucs/datastruct/linear_func.h>
 #include <ucs/sys/math.h>
 #include <ucs/copy/copy_engine.h>
 #include <stddef.h>
+#include <stdio.h>
 
 BEGIN_C_DECLS
 
@@ -241,13 +243,125 @@ void ucs_calib_derive(const ucs_calib_model_t *model,
                       ucs_calib_derived_t *derived);
 
 
+/* Kinds of values in a model, each with physical bounds (calib_model.c) */
+typedef enum {
+    UCS_CALIB_VALUE_TIME,     /* fixed cost of one operation, seconds */
+    UCS_CALIB_VALUE_PER_BYTE, /* cost per byte, seconds */
+    UCS_CALIB_VALUE_BW,       /* bytes per second */
+    UCS_CALIB_VALUE_SHARE,    /* a share of a time, 0..1 */
+    UCS_CALIB_VALUE_SIZE,     /* whole bytes */
+    UCS_CALIB_VALUE_DURATION, /* how long the measurement took, seconds */
+    UCS_CALIB_VALUE_LAST
+} ucs_calib_value_t;
+
+typedef struct {
+    double     min, max;
+    const char *unit;
+} ucs_calib_bound_t;
+
+
+/* The bounds a value of @a kind must be within */
+const ucs_calib_bound_t *ucs_calib_value_bound(ucs_calib_value_t kind);
+
+
+/**
+ * Check every value of a model against its physical bounds, and the model's
+ * shape (1 to UCS_CALIB_MAX_COPY_POINTS copy points of ascending sizes).
+ *
+ * @param [inout] model  The model.
+ * @param [in]    fix    Clamp finite values that are out of bounds into
+ *                       them (with a debug line each), for a measured
+ *                       model; NaN is never fixed.
+ * @param [out]   err    What is wrong, when the model is refused.
+ * @param [in]    max    Size of @a err.
+ *
+ * @return UCS_OK, or UCS_ERR_INVALID_PARAM.
+ */
+ucs_status_t ucs_calib_model_check(ucs_calib_model_t *model, int fix,
+                                   char *err, size_t max);
+
+
 /* Text form of a model, as the cache stores it ("key value" lines) */
+void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream);
+
+/* Write it to @a path, through a mkstemp() file renamed into place;
+ * UCS_ERR_INVALID_PARAM for a model ucs_calib_model_check() refuses */
 ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
                                    const char *path);
+
+/**
+ * Read a model: every value must be a number within its bounds, every line
+ * a known key with its number of values. A bad file is refused with one
+ * error that names the file, the line and what is wrong (its bytes
+ * escaped).
+ *
+ * @return UCS_OK; UCS_ERR_NO_ELEM when the file cannot be opened (errno
+ *         tells why, nothing is logged); UCS_ERR_INVALID_PARAM for a file
+ *         that is not a regular file or not a valid model (logged).
+ */
 ucs_status_t ucs_calib_model_read(const char *path, ucs_calib_model_t *model);
+
+/* The same from an open file (@a name is for messages) */
+ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
+                                     ucs_calib_model_t *model);
+
+
+/* @a length bytes of @a data as printable ASCII, others as \xNN, cut to
+ * fit @a max (with the NUL) */
+void ucs_calib_escape(const void *data, size_t length, char *buf, size_t max);
 
 
 const char *ucs_calib_source_name(ucs_calib_source_t source);
+
+
+/*
+ * Types of ucx-hcr's settings (UCX_HCR_*): UCX's own parsers read "-1" as a
+ * size of 2^64-1 (UCX's "inf"), "-3" as 2^64-3, "-1" as a count of 2^32-1,
+ * and "nan" as a number. These refuse a minus sign, NaN and infinities with
+ * UCX's "Invalid value" error, and otherwise read what UCX's types read.
+ */
+int ucs_calib_config_sscanf_memunits(const char *buf, void *dest,
+                                     const void *arg);
+int ucs_calib_config_sscanf_uint(const char *buf, void *dest,
+                                 const void *arg);
+int ucs_calib_config_sscanf_count(const char *buf, void *dest,
+                                  const void *arg);
+int ucs_calib_config_sscanf_double(const char *buf, void *dest,
+                                   const void *arg);
+int ucs_calib_config_sscanf_time(const char *buf, void *dest,
+                                 const void *arg);
+
+/* bytes: <number>[b|kb|mb|gb], "inf" or "auto"; never negative */
+#define UCS_CALIB_CONFIG_TYPE_MEMUNITS \
+    {ucs_calib_config_sscanf_memunits, ucs_config_sprintf_memunits, \
+     ucs_config_clone_ulong, ucs_config_release_nop, ucs_config_help_generic, \
+     "memory units: <number>[b|kb|mb|gb], \"inf\", or \"auto\" (not " \
+     "negative)"}
+
+/* an unsigned integer, 0 included, or "inf" */
+#define UCS_CALIB_CONFIG_TYPE_UINT \
+    {ucs_calib_config_sscanf_uint, ucs_config_sprintf_uint, \
+     ucs_config_clone_uint, ucs_config_release_nop, ucs_config_help_generic, \
+     "unsigned integer (not negative)"}
+
+/* a number of threads, slots or entries: at least 1 */
+#define UCS_CALIB_CONFIG_TYPE_COUNT \
+    {ucs_calib_config_sscanf_count, ucs_config_sprintf_uint, \
+     ucs_config_clone_uint, ucs_config_release_nop, ucs_config_help_generic, \
+     "count: an integer of at least 1"}
+
+/* a finite number, not negative */
+#define UCS_CALIB_CONFIG_TYPE_DOUBLE \
+    {ucs_calib_config_sscanf_double, ucs_config_sprintf_double, \
+     ucs_config_clone_double, ucs_config_release_nop, \
+     ucs_config_help_generic, "floating point number, finite, not negative"}
+
+/* a time, finite and not negative */
+#define UCS_CALIB_CONFIG_TYPE_TIME \
+    {ucs_calib_config_sscanf_time, ucs_config_sprintf_time, \
+     ucs_config_clone_double, ucs_config_release_nop, \
+     ucs_config_help_generic, "time value: <number>[s|us|ms|ns], not " \
+     "negative"}
 
 END_C_DECLS
 

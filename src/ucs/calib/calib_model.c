@@ -12,13 +12,16 @@
 
 #include <ucs/debug/assert.h>
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /*
@@ -336,52 +339,287 @@ static const char *ucs_calib_pages_key[] = {
     [UCS_CALIB_PAGES_NONRESIDENT] = "reg_nonresident"
 };
 
-ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
-                                   const char *path)
+
+/*
+ * Physical bounds of a model's values. A value outside them is not a
+ * measurement but a typo, a corrupted file or a timing gone wrong, and what
+ * follows from it breaks the selection: UCX asserts on negative or NaN
+ * times and on bandwidths that are not positive and finite, and sizes
+ * derived from 1e30 do not fit a size_t. A file holding one is refused; a
+ * measured one is clamped (a difference of two noisy times can go negative,
+ * e.g. a copy engine's overlap on a loaded host).
+ */
+static const ucs_calib_bound_t ucs_calib_bounds[] = {
+    /* one operation's fixed cost (registration, a fault's start, latency,
+     * gap, a copy's start): no device takes a second for one */
+    [UCS_CALIB_VALUE_TIME]     = {0.0, 1.0, "s"},
+    /* cost per byte: 1 us a byte is 1 MB/s, slower than any memory or link
+     * a registration or a copy is compared with */
+    [UCS_CALIB_VALUE_PER_BYTE] = {0.0, 1e-6, "s/byte"},
+    /* bandwidth of a copy or a link: 1 MB/s to 10 TB/s, ten times the
+     * fastest memory of today; a zero or infinite one has no meaning */
+    [UCS_CALIB_VALUE_BW]       = {1e6, 1e13, "bytes/s"},
+    /* share of a copy's time hidden by computing: none to all of it */
+    [UCS_CALIB_VALUE_SHARE]    = {0.0, 1.0, ""},
+    /* working set of a copy point, whole bytes: one byte to 1 TiB, more than
+     * any host copies at once and exact in a double */
+    [UCS_CALIB_VALUE_SIZE]     = {1.0, (double)UCS_TBYTE, "bytes"},
+    /* how long the measurement took: informational, at most an hour */
+    [UCS_CALIB_VALUE_DURATION] = {0.0, 3600.0, "s"}
+};
+
+/* a model file is a few hundred bytes: a larger file is not a model */
+#define UCS_CALIB_FILE_MAX        65536
+/* and its lines are short */
+#define UCS_CALIB_LINE_MAX        256
+/* most tokens on a line ("engine <name> start post bw overlap cpu") */
+#define UCS_CALIB_MAX_TOKENS      7
+/* bytes of a bad line shown in an error, escaped */
+#define UCS_CALIB_SHOW_MAX        64
+/* and of a bad value */
+#define UCS_CALIB_TOKEN_SHOW      24
+
+
+const ucs_calib_bound_t *ucs_calib_value_bound(ucs_calib_value_t kind)
+{
+    return &ucs_calib_bounds[kind];
+}
+
+static int ucs_calib_value_valid(ucs_calib_value_t kind, double value)
+{
+    const ucs_calib_bound_t *b = &ucs_calib_bounds[kind];
+
+    /* NaN fails both comparisons */
+    if (!((value >= b->min) && (value <= b->max))) {
+        return 0;
+    }
+    return (kind != UCS_CALIB_VALUE_SIZE) || (value == floor(value));
+}
+
+/* the first bad value of a model, clamping where asked */
+typedef struct {
+    int          fix;
+    char         *err;
+    size_t       max;
+    ucs_status_t status;
+} ucs_calib_check_t;
+
+static void ucs_calib_check_value(ucs_calib_check_t *check, const char *name,
+                                  ucs_calib_value_t kind, double *value)
+{
+    const ucs_calib_bound_t *b = &ucs_calib_bounds[kind];
+    double fixed;
+
+    if ((check->status != UCS_OK) || ucs_calib_value_valid(kind, *value)) {
+        return;
+    }
+
+    if (check->fix && !isnan(*value)) {
+        fixed = ucs_min(ucs_max(*value, b->min), b->max);
+        if (kind == UCS_CALIB_VALUE_SIZE) {
+            fixed = floor(fixed);
+        }
+        ucs_debug("calib: measured %s %g is outside [%g, %g] %s: clamped to "
+                  "%g", name, *value, b->min, b->max, b->unit, fixed);
+        *value = fixed;
+        return;
+    }
+
+    ucs_snprintf_safe(check->err, check->max, "%s %g is not %sin [%g, %g]%s%s",
+                      name, *value, (kind == UCS_CALIB_VALUE_SIZE) ?
+                      "a whole number " : "", b->min, b->max,
+                      (*b->unit != '\0') ? " " : "", b->unit);
+    check->status = UCS_ERR_INVALID_PARAM;
+}
+
+static void ucs_calib_check_linear(ucs_calib_check_t *check, const char *name,
+                                   ucs_linear_func_t *func)
+{
+    char field[64];
+
+    ucs_snprintf_safe(field, sizeof(field), "%s fixed cost", name);
+    ucs_calib_check_value(check, field, UCS_CALIB_VALUE_TIME, &func->c);
+    ucs_snprintf_safe(field, sizeof(field), "%s cost per byte", name);
+    ucs_calib_check_value(check, field, UCS_CALIB_VALUE_PER_BYTE, &func->m);
+}
+
+ucs_status_t ucs_calib_model_check(ucs_calib_model_t *model, int fix,
+                                   char *err, size_t max)
+{
+    ucs_calib_check_t check = {fix, err, max, UCS_OK};
+    char field[64];
+    ucs_calib_engine_t *e;
+    double size;
+    unsigned i;
+
+    for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
+        ucs_calib_check_linear(&check, ucs_calib_pages_key[i],
+                               &model->reg[i]);
+    }
+    ucs_calib_check_linear(&check, "dereg", &model->dereg);
+    ucs_calib_check_linear(&check, "copy_fault", &model->copy_fault);
+    ucs_calib_check_linear(&check, "xfer_fault", &model->xfer_fault);
+
+    if ((model->num_copy == 0) ||
+        (model->num_copy > UCS_CALIB_MAX_COPY_POINTS)) {
+        ucs_snprintf_safe(err, max, "%u copy points, need 1 to %d",
+                          model->num_copy, UCS_CALIB_MAX_COPY_POINTS);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    for (i = 0; i < model->num_copy; ++i) {
+        ucs_snprintf_safe(field, sizeof(field), "copy %u size", i);
+        size = model->copy[i].size;
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_SIZE, &size);
+        model->copy[i].size = size;
+        ucs_snprintf_safe(field, sizeof(field), "copy %u bandwidth", i);
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_BW,
+                              &model->copy[i].bw);
+        if ((check.status == UCS_OK) && (i > 0) &&
+            (model->copy[i].size <= model->copy[i - 1].size)) {
+            ucs_snprintf_safe(err, max, "copy sizes must ascend (%zu after "
+                              "%zu)", model->copy[i].size,
+                              model->copy[i - 1].size);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+
+    ucs_calib_check_value(&check, "net_latency", UCS_CALIB_VALUE_TIME,
+                          &model->net_latency);
+    ucs_calib_check_value(&check, "net_bw", UCS_CALIB_VALUE_BW,
+                          &model->net_bw);
+    ucs_calib_check_value(&check, "net_gap", UCS_CALIB_VALUE_TIME,
+                          &model->net_gap);
+
+    for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
+        e = &model->engine[i];
+        if (e->bw == 0) {
+            /* not measured: nothing else may claim otherwise */
+            memset(e, 0, sizeof(*e));
+            continue;
+        }
+        ucs_snprintf_safe(field, sizeof(field), "engine %s start",
+                          ucs_copy_backend_name(i));
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_TIME, &e->start);
+        ucs_snprintf_safe(field, sizeof(field), "engine %s post",
+                          ucs_copy_backend_name(i));
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_TIME, &e->post);
+        ucs_snprintf_safe(field, sizeof(field), "engine %s bandwidth",
+                          ucs_copy_backend_name(i));
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_BW, &e->bw);
+        ucs_snprintf_safe(field, sizeof(field), "engine %s overlap",
+                          ucs_copy_backend_name(i));
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_SHARE,
+                              &e->overlap);
+        ucs_snprintf_safe(field, sizeof(field), "engine %s cpu",
+                          ucs_copy_backend_name(i));
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_PER_BYTE,
+                              &e->cpu);
+    }
+
+    ucs_calib_check_value(&check, "measure_time", UCS_CALIB_VALUE_DURATION,
+                          &model->measure_time);
+    return check.status;
+}
+
+void ucs_calib_escape(const void *data, size_t length, char *buf, size_t max)
+{
+    const unsigned char *p = data;
+    size_t i, pos = 0;
+    char esc[5];
+
+    if (max == 0) {
+        return;
+    }
+
+    for (i = 0; i < length; ++i) {
+        if ((p[i] >= 0x20) && (p[i] < 0x7f) && (p[i] != '\\')) {
+            esc[0] = p[i];
+            esc[1] = '\0';
+        } else {
+            ucs_snprintf_safe(esc, sizeof(esc), "\\x%02x", p[i]);
+        }
+        if ((pos + strlen(esc)) >= max) {
+            break;
+        }
+        memcpy(buf + pos, esc, strlen(esc));
+        pos += strlen(esc);
+    }
+    buf[pos] = '\0';
+}
+
+void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
 {
     const ucs_calib_engine_t *e;
-    char tmp_path[PATH_MAX];
     unsigned i;
-    FILE *f;
-    int ret;
 
-    /* write aside and rename, so a reader never sees half a model */
-    ucs_snprintf_safe(tmp_path, sizeof(tmp_path), "%s.%d", path, getpid());
-    f = fopen(tmp_path, "w");
-    if (f == NULL) {
-        ucs_debug("calib: cannot write %s: %m", tmp_path);
-        return UCS_ERR_IO_ERROR;
-    }
-
-    fprintf(f, "# ucx-hcr cost model: seconds = c + m * bytes; bytes/s\n"
-               "# engine <backend> start post bw overlap cpu_per_byte\n");
+    fprintf(stream, "# ucx-hcr cost model: seconds = c + m * bytes; "
+                    "bytes/s\n"
+                    "# engine <backend> start post bw overlap "
+                    "cpu_per_byte\n");
     for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
-        fprintf(f, "%s %.9e %.9e\n", ucs_calib_pages_key[i], model->reg[i].c,
-                model->reg[i].m);
+        fprintf(stream, "%s %.9e %.9e\n", ucs_calib_pages_key[i],
+                model->reg[i].c, model->reg[i].m);
     }
-    fprintf(f, "dereg %.9e %.9e\n", model->dereg.c, model->dereg.m);
-    fprintf(f, "copy_fault %.9e %.9e\n", model->copy_fault.c,
+    fprintf(stream, "dereg %.9e %.9e\n", model->dereg.c, model->dereg.m);
+    fprintf(stream, "copy_fault %.9e %.9e\n", model->copy_fault.c,
             model->copy_fault.m);
-    fprintf(f, "xfer_fault %.9e %.9e\n", model->xfer_fault.c,
+    fprintf(stream, "xfer_fault %.9e %.9e\n", model->xfer_fault.c,
             model->xfer_fault.m);
     for (i = 0; i < model->num_copy; ++i) {
-        fprintf(f, "copy %zu %.9e\n", model->copy[i].size, model->copy[i].bw);
+        fprintf(stream, "copy %zu %.9e\n", model->copy[i].size,
+                model->copy[i].bw);
     }
-    fprintf(f, "net_latency %.9e\n", model->net_latency);
-    fprintf(f, "net_bw %.9e\n", model->net_bw);
-    fprintf(f, "net_gap %.9e\n", model->net_gap);
+    fprintf(stream, "net_latency %.9e\n", model->net_latency);
+    fprintf(stream, "net_bw %.9e\n", model->net_bw);
+    fprintf(stream, "net_gap %.9e\n", model->net_gap);
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         e = &model->engine[i];
         if (e->bw > 0) {
-            fprintf(f, "engine %s %.9e %.9e %.9e %.4f %.9e\n",
+            fprintf(stream, "engine %s %.9e %.9e %.9e %.6f %.9e\n",
                     ucs_copy_backend_name(i), e->start, e->post, e->bw,
                     e->overlap, e->cpu);
         }
     }
-    fprintf(f, "measure_time %.9e\n", model->measure_time);
+    fprintf(stream, "measure_time %.9e\n", model->measure_time);
+}
 
-    ret = fclose(f);
-    if ((ret != 0) || (rename(tmp_path, path) != 0)) {
+/*
+ * Write aside and rename, so that a reader never sees half a model. The
+ * temporary file comes from mkstemp() (a name nobody could plant, mode
+ * 0600) in the target's directory, so the rename stays in one file system.
+ */
+ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
+                                   const char *path)
+{
+    ucs_calib_model_t checked = *model;
+    char tmp_path[PATH_MAX], err[128];
+    FILE *f;
+    int fd, ret;
+
+    /* never write what the reader would refuse */
+    if (ucs_calib_model_check(&checked, 0, err, sizeof(err)) != UCS_OK) {
+        ucs_debug("calib: not writing %s: %s", path, err);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    ucs_snprintf_safe(tmp_path, sizeof(tmp_path), "%s.XXXXXX", path);
+    fd = mkstemp(tmp_path);
+    if (fd < 0) {
+        ucs_debug("calib: cannot create a file next to %s: %m", path);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    f = fdopen(fd, "w");
+    if (f == NULL) {
+        ucs_debug("calib: fdopen(%s) failed: %m", tmp_path);
+        close(fd);
+        unlink(tmp_path);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ucs_calib_model_print(model, f);
+    ret = ferror(f);
+    if ((fclose(f) != 0) || (ret != 0) || (rename(tmp_path, path) != 0)) {
         ucs_debug("calib: cannot write %s: %m", path);
         unlink(tmp_path);
         return UCS_ERR_IO_ERROR;
@@ -389,112 +627,322 @@ ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
     return UCS_OK;
 }
 
-/* "engine <backend> start post bw overlap cpu_per_byte" */
-static ucs_status_t ucs_calib_engine_line_read(const char *line,
-                                               ucs_calib_model_t *model)
-{
-    ucs_calib_engine_t e;
-    char name[32];
-    unsigned b;
 
-    if ((sscanf(line, "engine %31s %lf %lf %lf %lf %lf", name, &e.start,
-                &e.post, &e.bw, &e.overlap, &e.cpu) != 6) ||
-        (e.start < 0) || (e.post < 0) || (e.bw <= 0) || (e.cpu < 0)) {
+/* keys of lines with a linear function: "<key> c m" */
+static ucs_linear_func_t *ucs_calib_linear_field(ucs_calib_model_t *model,
+                                                 const char *key,
+                                                 unsigned *bit_p)
+{
+    unsigned i;
+
+    for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
+        if (!strcmp(key, ucs_calib_pages_key[i])) {
+            *bit_p = UCS_BIT(i);
+            return &model->reg[i];
+        }
+    }
+
+    *bit_p = 0;
+    if (!strcmp(key, "dereg")) {
+        *bit_p = UCS_BIT(UCS_CALIB_PAGES_LAST);
+        return &model->dereg;
+    } else if (!strcmp(key, "copy_fault")) {
+        return &model->copy_fault;
+    } else if (!strcmp(key, "xfer_fault")) {
+        return &model->xfer_fault;
+    }
+    return NULL;
+}
+
+/* the keys a model must have: reg_*, dereg, net_bw */
+#define UCS_CALIB_FOUND_NET_BW UCS_BIT(UCS_CALIB_PAGES_LAST + 1)
+#define UCS_CALIB_FOUND_ALL    UCS_MASK(UCS_CALIB_PAGES_LAST + 2)
+
+/* a number and nothing else */
+static int ucs_calib_parse_double(const char *token, double *value)
+{
+    char *end;
+
+    errno  = 0;
+    *value = strtod(token, &end);
+    return (end != token) && (*end == '\0');
+}
+
+/* one line, split into tokens; err says what is wrong with it */
+static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
+                                         ucs_calib_model_t *model,
+                                         unsigned *found, char *err,
+                                         size_t max)
+{
+    static const struct {
+        const char        *name;
+        ucs_calib_value_t kind;
+    } engine_fields[] = {
+        {"engine start", UCS_CALIB_VALUE_TIME},
+        {"engine post", UCS_CALIB_VALUE_TIME},
+        {"engine bandwidth", UCS_CALIB_VALUE_BW},
+        {"engine overlap", UCS_CALIB_VALUE_SHARE},
+        {"engine cpu", UCS_CALIB_VALUE_PER_BYTE}
+    };
+    ucs_calib_check_t check = {0, err, max, UCS_OK};
+    char shown[4 * UCS_CALIB_TOKEN_SHOW + 1];
+    double v[UCS_CALIB_MAX_TOKENS];
+    ucs_calib_engine_t engine;
+    ucs_linear_func_t *func;
+    unsigned i, first, bit;
+    ucs_copy_backend_t b;
+    const char *key = tok[0];
+
+    /* engine lines name the backend before their numbers */
+    first = !strcmp(key, "engine") ? 2 : 1;
+    for (i = first; i < ntok; ++i) {
+        if (!ucs_calib_parse_double(tok[i], &v[i])) {
+            ucs_calib_escape(tok[i], strlen(tok[i]), shown, sizeof(shown));
+            ucs_snprintf_safe(err, max, "value %u, '%s', is not a number",
+                              i - first + 1, shown);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
+
+#define UCS_CALIB_NEED_VALUES(_n) \
+    if (ntok != (_n) + first) { \
+        ucs_snprintf_safe(err, max, "%s takes %d value%s, not %u", key, (_n), \
+                          ((_n) > 1) ? "s" : "", ntok - first); \
+        return UCS_ERR_INVALID_PARAM; \
+    }
+
+    func = ucs_calib_linear_field(model, key, &bit);
+    if (func != NULL) {
+        UCS_CALIB_NEED_VALUES(2);
+        *func   = ucs_linear_func_make(v[1], v[2]);
+        *found |= bit;
+        ucs_calib_check_linear(&check, key, func);
+    } else if (!strcmp(key, "copy")) {
+        UCS_CALIB_NEED_VALUES(2);
+        ucs_calib_check_value(&check, "copy size", UCS_CALIB_VALUE_SIZE,
+                              &v[1]);
+        ucs_calib_check_value(&check, "copy bandwidth", UCS_CALIB_VALUE_BW,
+                              &v[2]);
+        if (check.status != UCS_OK) {
+            return check.status;
+        }
+        if (model->num_copy == UCS_CALIB_MAX_COPY_POINTS) {
+            ucs_snprintf_safe(err, max, "more than %d copy lines",
+                              UCS_CALIB_MAX_COPY_POINTS);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if ((model->num_copy > 0) &&
+            (v[1] <= model->copy[model->num_copy - 1].size)) {
+            ucs_snprintf_safe(err, max, "copy sizes must ascend");
+            return UCS_ERR_INVALID_PARAM;
+        }
+        model->copy[model->num_copy].size = (size_t)v[1];
+        model->copy[model->num_copy].bw   = v[2];
+        ++model->num_copy;
+    } else if (!strcmp(key, "net_latency")) {
+        UCS_CALIB_NEED_VALUES(1);
+        model->net_latency = v[1];
+        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_TIME,
+                              &model->net_latency);
+    } else if (!strcmp(key, "net_bw")) {
+        UCS_CALIB_NEED_VALUES(1);
+        model->net_bw = v[1];
+        *found       |= UCS_CALIB_FOUND_NET_BW;
+        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_BW,
+                              &model->net_bw);
+    } else if (!strcmp(key, "net_gap")) {
+        UCS_CALIB_NEED_VALUES(1);
+        model->net_gap = v[1];
+        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_TIME,
+                              &model->net_gap);
+    } else if (!strcmp(key, "measure_time")) {
+        UCS_CALIB_NEED_VALUES(1);
+        model->measure_time = v[1];
+        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_DURATION,
+                              &model->measure_time);
+    } else if (!strcmp(key, "engine")) {
+        UCS_CALIB_NEED_VALUES(5);
+        for (b = 0; b < UCS_COPY_BACKEND_LAST; ++b) {
+            if (!strcmp(tok[1], ucs_copy_backend_name(b))) {
+                break;
+            }
+        }
+        if (b == UCS_COPY_BACKEND_LAST) {
+            ucs_calib_escape(tok[1], strlen(tok[1]), shown, sizeof(shown));
+            ucs_snprintf_safe(err, max, "unknown copy engine backend '%s'",
+                              shown);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        for (i = 0; i < ucs_static_array_size(engine_fields); ++i) {
+            ucs_calib_check_value(&check, engine_fields[i].name,
+                                  engine_fields[i].kind, &v[i + 2]);
+        }
+        engine.start      = v[2];
+        engine.post       = v[3];
+        engine.bw         = v[4];
+        engine.overlap    = v[5];
+        engine.cpu        = v[6];
+        model->engine[b]  = engine;
+    } else {
+        ucs_snprintf_safe(err, max, "an unknown key");
+        return UCS_ERR_INVALID_PARAM;
+    }
+#undef UCS_CALIB_NEED_VALUES
+
+    return check.status;
+}
+
+/* split a line at blanks; 0 tokens for a blank line or a comment */
+static unsigned ucs_calib_tokenize(char *line, char **tok, unsigned max)
+{
+    unsigned ntok = 0;
+    char *save    = NULL;
+    char *t;
+
+    for (t = strtok_r(line, " \t\r", &save); t != NULL;
+         t = strtok_r(NULL, " \t\r", &save)) {
+        if ((ntok == 0) && (t[0] == '#')) {
+            return 0;
+        }
+        if (ntok == max) {
+            return max + 1;
+        }
+        tok[ntok++] = t;
+    }
+    return ntok;
+}
+
+ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
+                                     ucs_calib_model_t *model)
+{
+    char err[160], shown[4 * UCS_CALIB_SHOW_MAX + 1];
+    char *buf, *line, *next, *tok[UCS_CALIB_MAX_TOKENS];
+    char copy[UCS_CALIB_LINE_MAX + 1];
+    unsigned found = 0, line_no = 0, ntok;
+    ucs_status_t status;
+    size_t length = 0, line_len;
+    struct stat st;
+    ssize_t ret;
+
+    if (fstat(fd, &st) != 0) {
+        ucs_error("calibration model %s: fstat failed: %m", name);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    /* a FIFO, a device or a directory is not a model (and a FIFO would
+     * block a reader that waited for its writer) */
+    if (!S_ISREG(st.st_mode)) {
+        ucs_error("calibration model %s is not a regular file", name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (st.st_size > UCS_CALIB_FILE_MAX) {
+        ucs_error("calibration model %s has %lld bytes, more than a model's "
+                  "%d", name, (long long)st.st_size, UCS_CALIB_FILE_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
 
-    for (b = 0; b < UCS_COPY_BACKEND_LAST; ++b) {
-        if (!strcmp(name, ucs_copy_backend_name(b))) {
-            model->engine[b] = e;
-            return UCS_OK;
+    buf = ucs_malloc(UCS_CALIB_FILE_MAX + 1, "calib_model_file");
+    if (buf == NULL) {
+        ucs_error("calibration model %s: no memory to read it", name);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    /* the file may have grown since fstat: read at most the limit */
+    do {
+        ret = read(fd, buf + length, UCS_CALIB_FILE_MAX + 1 - length);
+        if (ret > 0) {
+            length += ret;
+        }
+    } while (((ret > 0) && (length <= UCS_CALIB_FILE_MAX)) ||
+             ((ret < 0) && (errno == EINTR)));
+    if (ret < 0) {
+        ucs_error("calibration model %s: read failed: %m", name);
+        status = UCS_ERR_IO_ERROR;
+        goto out;
+    } else if (length > UCS_CALIB_FILE_MAX) {
+        ucs_error("calibration model %s has more than a model's %d bytes",
+                  name, UCS_CALIB_FILE_MAX);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out;
+    }
+    buf[length] = '\0';
+
+    memset(model, 0, sizeof(*model));
+    for (line = buf; line < (buf + length); line = next) {
+        ++line_no;
+        next     = memchr(line, '\n', buf + length - line);
+        line_len = (next != NULL) ? (next - line) : (buf + length - line);
+        next     = line + line_len + 1;
+
+        if (memchr(line, '\0', line_len) != NULL) {
+            ucs_snprintf_safe(err, sizeof(err), "a NUL byte");
+            status = UCS_ERR_INVALID_PARAM;
+            goto err_line;
+        } else if (line_len > UCS_CALIB_LINE_MAX) {
+            ucs_snprintf_safe(err, sizeof(err), "a line longer than %d bytes",
+                              UCS_CALIB_LINE_MAX);
+            status = UCS_ERR_INVALID_PARAM;
+            goto err_line;
+        }
+
+        memcpy(copy, line, line_len);
+        copy[line_len] = '\0';
+        ntok = ucs_calib_tokenize(copy, tok, UCS_CALIB_MAX_TOKENS);
+        if (ntok == 0) {
+            continue;
+        } else if (ntok > UCS_CALIB_MAX_TOKENS) {
+            ucs_snprintf_safe(err, sizeof(err), "more than %d fields",
+                              UCS_CALIB_MAX_TOKENS);
+            status = UCS_ERR_INVALID_PARAM;
+            goto err_line;
+        }
+
+        status = ucs_calib_parse_line(tok, ntok, model, &found, err,
+                                      sizeof(err));
+        if (status != UCS_OK) {
+            goto err_line;
         }
     }
-    return UCS_ERR_INVALID_PARAM;
+
+    if ((found != UCS_CALIB_FOUND_ALL) || (model->num_copy == 0)) {
+        ucs_error("calibration model %s is incomplete: it needs reg_resident,"
+                  " reg_nonresident, dereg, net_bw and at least one copy "
+                  "line", name);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out;
+    }
+
+    /* each line was checked; this checks what lines cannot (none today) */
+    status = ucs_calib_model_check(model, 0, err, sizeof(err));
+    if (status != UCS_OK) {
+        ucs_error("calibration model %s: %s", name, err);
+    }
+    goto out;
+
+err_line:
+    /* the file's bytes, escaped: a terminal must not interpret them */
+    ucs_calib_escape(line, ucs_min(line_len, UCS_CALIB_SHOW_MAX), shown,
+                     sizeof(shown));
+    ucs_error("calibration model %s:%u: %s in '%s%s'", name, line_no, err,
+              shown, (line_len > UCS_CALIB_SHOW_MAX) ? "..." : "");
+out:
+    ucs_free(buf);
+    return status;
 }
 
 ucs_status_t ucs_calib_model_read(const char *path, ucs_calib_model_t *model)
 {
-    unsigned found = 0, line_no = 0, i;
-    char line[256], key[64];
-    double a, b;
-    FILE *f;
-    int n;
+    ucs_status_t status;
+    int fd;
 
-    f = fopen(path, "r");
-    if (f == NULL) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (the file is
+     * then refused as not regular) */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
         return UCS_ERR_NO_ELEM;
     }
 
-    memset(model, 0, sizeof(*model));
-    while (fgets(line, sizeof(line), f) != NULL) {
-        ++line_no;
-        if ((line[0] == '#') || (line[0] == '\n')) {
-            continue;
-        }
-
-        if (!strncmp(line, "engine ", 7)) {
-            if (ucs_calib_engine_line_read(line, model) != UCS_OK) {
-                goto err_format;
-            }
-            continue;
-        }
-
-        n = sscanf(line, "%63s %lf %lf", key, &a, &b);
-        if (n < 2) {
-            goto err_format;
-        }
-
-        for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
-            if (!strcmp(key, ucs_calib_pages_key[i]) && (n == 3)) {
-                model->reg[i] = ucs_linear_func_make(a, b);
-                found        |= UCS_BIT(i);
-                break;
-            }
-        }
-        if (i < UCS_CALIB_PAGES_LAST) {
-            continue;
-        }
-
-        if (!strcmp(key, "dereg") && (n == 3)) {
-            model->dereg = ucs_linear_func_make(a, b);
-            found       |= UCS_BIT(2);
-        } else if (!strcmp(key, "copy_fault") && (n == 3)) {
-            model->copy_fault = ucs_linear_func_make(a, b);
-        } else if (!strcmp(key, "xfer_fault") && (n == 3)) {
-            model->xfer_fault = ucs_linear_func_make(a, b);
-        } else if (!strcmp(key, "copy") && (n == 3) && (a > 0) && (b > 0) &&
-                   (model->num_copy < UCS_CALIB_MAX_COPY_POINTS) &&
-                   ((model->num_copy == 0) ||
-                    (a > model->copy[model->num_copy - 1].size))) {
-            model->copy[model->num_copy].size = (size_t)a;
-            model->copy[model->num_copy].bw   = b;
-            ++model->num_copy;
-        } else if (!strcmp(key, "net_latency")) {
-            model->net_latency = a;
-        } else if (!strcmp(key, "net_bw") && (a > 0)) {
-            model->net_bw = a;
-            found        |= UCS_BIT(3);
-        } else if (!strcmp(key, "net_gap")) {
-            model->net_gap = a;
-        } else if (!strcmp(key, "measure_time")) {
-            model->measure_time = a;
-        } else {
-            goto err_format;
-        }
-    }
-    fclose(f);
-
-    if ((found != UCS_MASK(4)) || (model->num_copy == 0)) {
-        ucs_error("calibration model %s is incomplete: it needs reg_resident,"
-                  " reg_nonresident, dereg, net_bw and at least one copy "
-                  "line", path);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    return UCS_OK;
-
-err_format:
-    ucs_error("calibration model %s:%u: cannot parse '%.*s'", path, line_no,
-              (int)strcspn(line, "\n"), line);
-    fclose(f);
-    return UCS_ERR_INVALID_PARAM;
+    status = ucs_calib_model_read_fd(fd, path, model);
+    close(fd);
+    return status;
 }

@@ -11,6 +11,7 @@
 #include "copy_engine_int.h"
 
 #include <ucs/arch/cpu.h>
+#include <ucs/calib/calib.h>
 #include <ucs/config/parser.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -43,9 +44,9 @@ static ucs_config_field_t ucs_copy_engine_config_table[] = {
      UCS_CONFIG_TYPE_ENUM(ucs_copy_backend_names)},
 
     {"THREADS", "1",
-     "Number of helper threads of the thread backend.",
+     "Number of helper threads of the thread backend (at least 1).",
      ucs_offsetof(ucs_copy_engine_config_t, num_threads),
-     UCS_CONFIG_TYPE_UINT},
+     UCS_CALIB_CONFIG_TYPE_COUNT},
 
     {"CPUS", "auto",
      "Cores for the helper threads: 'auto' (cores of the process' affinity\n"
@@ -57,25 +58,26 @@ static ucs_config_field_t ucs_copy_engine_config_table[] = {
      "Copies up to this size are done by the posting thread: handing them\n"
      "to a helper costs more than the copy.",
      ucs_offsetof(ucs_copy_engine_config_t, inline_thresh),
-     UCS_CONFIG_TYPE_MEMUNITS},
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"CHUNK", "256k",
      "With several helper threads, copies larger than this are split into\n"
      "pieces of this size that the threads share.",
      ucs_offsetof(ucs_copy_engine_config_t, chunk_size),
-     UCS_CONFIG_TYPE_MEMUNITS},
+     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
     {"QUEUE_LEN", "1024",
      "Copies (pieces) in flight per engine before a post returns\n"
-     "UCS_ERR_NO_RESOURCE.",
+     "UCS_ERR_NO_RESOURCE (at least 1; the queue holds the next power of\n"
+     "two, and at least 2).",
      ucs_offsetof(ucs_copy_engine_config_t, queue_len),
-     UCS_CONFIG_TYPE_UINT},
+     UCS_CALIB_CONFIG_TYPE_COUNT},
 
     {"SPIN_TIME", "50us",
      "How long an idle helper thread polls for new copies before it sleeps.\n"
      "Polling saves the wake-up latency and costs a core meanwhile.",
      ucs_offsetof(ucs_copy_engine_config_t, spin_time),
-     UCS_CONFIG_TYPE_TIME},
+     UCS_CALIB_CONFIG_TYPE_TIME},
 
     {"SPIN_MAX", "1ms",
      "Longest polling window of an idle helper thread. The window starts at\n"
@@ -85,7 +87,7 @@ static ucs_config_field_t ucs_copy_engine_config_table[] = {
      "after a longer sleep. Polling costs a core meanwhile. A value not above\n"
      "SPIN_TIME keeps the window fixed.",
      ucs_offsetof(ucs_copy_engine_config_t, spin_max),
-     UCS_CONFIG_TYPE_TIME},
+     UCS_CALIB_CONFIG_TYPE_TIME},
 
     {NULL}
 };

@@ -14,6 +14,8 @@ PKGS=(
     libnuma-dev
     # tests and benchmarks
     gnuplot-nox iproute2 procps bc
+    # CI: UCX's code style on new and changed lines (contrib/check-format.sh)
+    clang-format-14
 )
 
 missing=()

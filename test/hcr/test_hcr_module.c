@@ -1,13 +1,15 @@
 /*
  * The hcr module itself: it is listed by ucx_info on the verbs device with
  * its UCX_HCR_* configuration, which includes rc_verbs' (hcr extends it);
- * and its interface reports the configured costs.
+ * its interface reports the configured costs; and its calibration cache is
+ * keyed on what the device reports, not on an emulator's settings.
  */
 #include "th_ucx.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int hcr_mod_grep(const char *cmd, const char *needle)
 {
@@ -66,4 +68,63 @@ TH_TEST(hcr_module, perf_attributes)
 {
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
     th_run_procs(1, hcr_mod_perf_rank, NULL);
+}
+
+/* "source=..." of ucx_hcr_calib -p, run with SOFTVERBS_REG_COST_US=reg_us
+ * (softverbs reads its settings when it loads, so in a fresh process) */
+static void hcr_mod_calib_source(const char *reg_us, char *source, size_t max)
+{
+    char cmd[1024], line[256];
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd),
+             "SOFTVERBS_REG_COST_US=%s %s/bin/ucx_hcr_calib "
+             "-d softverbs0 -p 2>/dev/null",
+             reg_us, th_prefix());
+    source[0] = '\0';
+    p         = popen(cmd, "r");
+    TH_ASSERT(p != NULL);
+    while (fgets(line, sizeof(line), p) != NULL) {
+        if (!strncmp(line, "source=", 7)) {
+            snprintf(source, max, "%.*s", (int)strcspn(line + 7, "\n"),
+                     line + 7);
+        }
+    }
+    TH_ASSERT_EQ(pclose(p), 0);
+}
+
+/*
+ * The calibration cache is keyed on the device's attributes: softverbs
+ * reports a changed cost setting in its firmware version, so that the model
+ * is measured again, and a setting that stays the same finds the cache. The
+ * transport itself reads no SOFTVERBS_* variable.
+ */
+TH_TEST(hcr_module, calib_key_from_device)
+{
+    char dir[64], cmd[1024], source[64];
+
+    if (!th_have_verbs_device("softverbs")) {
+        TH_SKIP("no softverbs device (softverbs not preloaded)");
+    }
+    snprintf(dir, sizeof(dir), "/tmp/th-hcr-key-XXXXXX");
+    TH_ASSERT(mkdtemp(dir) != NULL);
+    setenv("UCX_HCR_CALIB_DIR", dir, 1);
+
+    hcr_mod_calib_source("0", source, sizeof(source));
+    TH_ASSERT_STR_EQ(source, "measured");
+    hcr_mod_calib_source("0", source, sizeof(source));
+    TH_ASSERT_STR_EQ(source, "cache");
+    hcr_mod_calib_source("7", source, sizeof(source));
+    TH_ASSERT_STR_EQ(source, "measured");
+    hcr_mod_calib_source("7", source, sizeof(source));
+    TH_ASSERT_STR_EQ(source, "cache");
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    TH_ASSERT_EQ(system(cmd), 0);
+
+    snprintf(cmd, sizeof(cmd),
+             "grep -c SOFTVERBS_ %s/lib/ucx/libuct_ib_hcr.so"
+             " >/dev/null",
+             th_prefix());
+    TH_ASSERT(system(cmd) != 0);
 }

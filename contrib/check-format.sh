@@ -54,7 +54,7 @@ fi
 
 # shellcheck disable=SC2086
 if [ $fix = 1 ]; then
-    "$gcf" --binary "$cf" --style file "$base" -- $files
+    "$gcf" --binary "$cf" --style file --force "$base" -- $files
     exit 0
 fi
 

@@ -19,6 +19,8 @@ PKGS=(
     # the interop suite (test/interop): MPI stacks and HPCC, and ss(8) and
     # stdbuf(1) for its client-server runs
     openmpi-bin libopenmpi-dev mpich libmpich-dev hpcc coreutils
+    # CI: UCX's code style on new and changed lines (contrib/check-format.sh)
+    clang-format-14
 )
 
 missing=()

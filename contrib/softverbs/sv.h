@@ -264,6 +264,9 @@ int      sv_remote_fd(int slot, int fd, uint64_t id);
 void     sv_shm_lock(void);
 void     sv_shm_unlock(void);
 
+/* the fw_ver ibv_query_device reports: the cost settings of cfg */
+void sv_config_fw_ver(const sv_config_t *cfg, char *buf, size_t max);
+
 static inline void *sv_ptr(uint64_t off)
 {
     return (char *)sv_g.shm + off;

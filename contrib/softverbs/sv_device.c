@@ -228,7 +228,7 @@ SV_EXPORT int ibv_query_device(struct ibv_context *context,
     sv_context_t *ctx = sv_ctx(context);
 
     memset(attr, 0, sizeof(*attr));
-    snprintf(attr->fw_ver, sizeof(attr->fw_ver), "softverbs-1.1");
+    sv_config_fw_ver(&sv_g.cfg, attr->fw_ver, sizeof(attr->fw_ver));
     attr->node_guid           = htobe64(sv_port_guid(ctx->dev));
     attr->sys_image_guid      = attr->node_guid;
     attr->max_mr_size         = 1ULL << 46;

@@ -174,6 +174,39 @@ void sv_config_load(sv_config_t *cfg)
     sv_net_config(cfg);
 }
 
+/*
+ * The firmware version a real HCA reports names what its operations cost;
+ * softverbs' costs are its settings, so it reports those (a program that
+ * caches measurements of a device, such as UCX's hcr calibration, keys them
+ * on the device's attributes and needs to know no emulator). Version 1.1:
+ * loopback transfers go through the kernel. A setting too long for the
+ * field is reported as a hash of them all.
+ */
+void sv_config_fw_ver(const sv_config_t *cfg, char *buf, size_t max)
+{
+    static const char *movers[] = {[SV_MOVER_AUTO]   = "auto",
+                                   [SV_MOVER_INLINE] = "inline",
+                                   [SV_MOVER_ENGINE] = "engine"};
+    uint64_t hash               = 14695981039346656037ULL; /* FNV-1a */
+    char full[256];
+    const char *p;
+    int n;
+
+    n = snprintf(full, sizeof(full), "softverbs-1.1 reg%u link%g/%g %s/%zu %s",
+                 cfg->reg_cost_us, cfg->link_gbps, cfg->link_lat_us,
+                 movers[cfg->mover], cfg->engine_thresh,
+                 cfg->loopback_kernel ? "kcopy" : "memcpy");
+    if ((n >= 0) && ((size_t)n < max)) {
+        memcpy(buf, full, n + 1);
+        return;
+    }
+
+    for (p = full; *p != '\0'; ++p) {
+        hash = (hash ^ (unsigned char)*p) * 1099511628211ULL;
+    }
+    snprintf(buf, max, "softverbs-1.1 #%016llx", (unsigned long long)hash);
+}
+
 /* ---------------------------------------------------------------------- */
 
 void sv_shm_lock(void)

@@ -41,13 +41,6 @@ static const size_t uct_hcr_calib_reg_sizes[] = {
     4 * UCS_KBYTE, 64 * UCS_KBYTE, 512 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE
 };
 
-/* softverbs settings that change what the device costs */
-static const char *uct_hcr_calib_env_keys[] = {
-    "SOFTVERBS_REG_COST_US", "SOFTVERBS_LINK_GBPS", "SOFTVERBS_LINK_LAT_US",
-    "SOFTVERBS_MOVER", "SOFTVERBS_ENGINE_THRESH", "SOFTVERBS_LOOPBACK"
-};
-
-
 typedef struct {
     uct_ib_md_t    *md;
     uint8_t        port;
@@ -599,25 +592,34 @@ static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
     return status;
 }
 
-/* firmware, node GUID and the emulator's cost settings */
+/*
+ * What the device says about itself: a model is measured again when any of
+ * it changes. Firmware and hardware versions, vendor part and node GUID
+ * name the device, each port's width, speed and MTU its link; an emulated
+ * device reports its cost settings in these (softverbs: fw_ver), so that
+ * nothing here knows an emulator.
+ */
 static void uct_hcr_calib_dev_key(uct_ib_md_t *md, char *key, size_t max)
 {
-    const char *value;
+    uct_ib_device_t *dev = &md->dev;
+    struct ibv_port_attr *port_attr;
     size_t len;
-    unsigned i;
+    uint8_t port;
 
     /* relaxed ordering doubles the registrations (uct_hcr_calib_reg_once) */
-    ucs_snprintf_safe(key, max, "%s|%016llx|ro=%d",
-                      IBV_DEV_ATTR(&md->dev, fw_ver),
-                      (unsigned long long)IBV_DEV_ATTR(&md->dev, node_guid),
+    ucs_snprintf_safe(key, max, "%s|hw%u|%04x:%04x|%016llx|ro=%d",
+                      IBV_DEV_ATTR(dev, fw_ver), IBV_DEV_ATTR(dev, hw_ver),
+                      IBV_DEV_ATTR(dev, vendor_id),
+                      IBV_DEV_ATTR(dev, vendor_part_id),
+                      (unsigned long long)IBV_DEV_ATTR(dev, node_guid),
                       md->relaxed_order);
-    for (i = 0; i < ucs_static_array_size(uct_hcr_calib_env_keys); ++i) {
-        value = getenv(uct_hcr_calib_env_keys[i]);
-        len   = strlen(key);
-        if ((value != NULL) && (len < max)) {
-            ucs_snprintf_safe(key + len, max - len, "|%s=%s",
-                              uct_hcr_calib_env_keys[i], value);
-        }
+    for (port = dev->first_port; port < dev->first_port + dev->num_ports;
+         ++port) {
+        port_attr = uct_ib_device_port_attr(dev, port);
+        len       = strlen(key);
+        ucs_snprintf_safe(key + len, max - len, "|p%u:w%u:s%u:m%u", port,
+                          port_attr->active_width, port_attr->active_speed,
+                          port_attr->active_mtu);
     }
 }
 

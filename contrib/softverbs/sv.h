@@ -210,9 +210,9 @@ typedef enum {
 
 /* which limit memlock_limit is (named when a registration is refused) */
 typedef enum {
-    SV_MEMLOCK_RLIMIT,  /* RLIMIT_MEMLOCK (ulimit -l) */
-    SV_MEMLOCK_ENV,     /* SOFTVERBS_MEMLOCK_LIMIT */
-    SV_MEMLOCK_CAP      /* none: the process has CAP_IPC_LOCK */
+    SV_MEMLOCK_RLIMIT, /* RLIMIT_MEMLOCK (ulimit -l) */
+    SV_MEMLOCK_ENV, /* SOFTVERBS_MEMLOCK_LIMIT */
+    SV_MEMLOCK_CAP /* none: the process has CAP_IPC_LOCK */
 } sv_memlock_source_t;
 
 typedef struct {

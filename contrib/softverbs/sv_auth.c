@@ -22,7 +22,7 @@
 
 #define SV_SECRET_MIN 16
 #define SV_SECRET_MAX 4096
-#define SV_SECRET_NEW 32     /* random bytes in a secret we create */
+#define SV_SECRET_NEW 32 /* random bytes in a secret we create */
 
 /* ---------------------------------------------------------------------- */
 /* SHA-256 */
@@ -30,18 +30,17 @@
 /* first 32 bits of the fractional parts of the cube roots of the first 64
  * primes */
 static const uint32_t sv_sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
-    0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
-    0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
-    0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
-    0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
-    0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
-    0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
-    0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
-};
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+        0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+        0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+        0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+        0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+        0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+        0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+        0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
 static inline uint32_t sv_ror(uint32_t x, unsigned n)
 {
@@ -65,28 +64,45 @@ static void sv_sha256_block(sv_sha256_t *s, const uint8_t *p)
 
         w[i] = w[i - 16] + s0 + w[i - 7] + s1;
     }
-    a = s->h[0]; b = s->h[1]; c = s->h[2]; d = s->h[3];
-    e = s->h[4]; f = s->h[5]; g = s->h[6]; h = s->h[7];
+    a = s->h[0];
+    b = s->h[1];
+    c = s->h[2];
+    d = s->h[3];
+    e = s->h[4];
+    f = s->h[5];
+    g = s->h[6];
+    h = s->h[7];
     for (i = 0; i < 64; ++i) {
         t1 = h + (sv_ror(e, 6) ^ sv_ror(e, 11) ^ sv_ror(e, 25)) +
              ((e & f) ^ (~e & g)) + sv_sha256_k[i] + w[i];
         t2 = (sv_ror(a, 2) ^ sv_ror(a, 13) ^ sv_ror(a, 22)) +
              ((a & b) ^ (a & c) ^ (b & c));
-        h = g; g = f; f = e; e = d + t1;
-        d = c; c = b; b = a; a = t1 + t2;
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
     }
-    s->h[0] += a; s->h[1] += b; s->h[2] += c; s->h[3] += d;
-    s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
+    s->h[0] += a;
+    s->h[1] += b;
+    s->h[2] += c;
+    s->h[3] += d;
+    s->h[4] += e;
+    s->h[5] += f;
+    s->h[6] += g;
+    s->h[7] += h;
 }
 
 void sv_sha256_init(sv_sha256_t *s)
 {
     /* first 32 bits of the fractional parts of the square roots of the
      * first 8 primes */
-    static const uint32_t h0[8] = {
-        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-        0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19
-    };
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372,
+                                   0xa54ff53a, 0x510e527f, 0x9b05688c,
+                                   0x1f83d9ab, 0x5be0cd19};
 
     memcpy(s->h, h0, sizeof(h0));
     s->bytes  = 0;
@@ -106,8 +122,8 @@ void sv_sha256_update(sv_sha256_t *s, const void *data, size_t len)
         }
         memcpy(s->block + s->nblock, p, n);
         s->nblock += n;
-        p         += n;
-        len       -= n;
+        p += n;
+        len -= n;
         if (s->nblock == sizeof(s->block)) {
             sv_sha256_block(s, s->block);
             s->nblock = 0;
@@ -139,9 +155,8 @@ void sv_sha256_final(sv_sha256_t *s, uint8_t out[SV_SHA256_LEN])
     memset(s, 0, sizeof(*s));
 }
 
-void sv_hmac_sha256(const uint8_t *key, size_t key_len,
-                    const struct iovec *iov, int n,
-                    uint8_t out[SV_SHA256_LEN])
+void sv_hmac_sha256(const uint8_t *key, size_t key_len, const struct iovec *iov,
+                    int n, uint8_t out[SV_SHA256_LEN])
 {
     uint8_t k[64], pad[64], inner[SV_SHA256_LEN];
     sv_sha256_t s;
@@ -201,7 +216,7 @@ int sv_auth_random(void *buf, size_t len)
             }
             return errno;
         }
-        p   += r;
+        p += r;
         len -= (size_t)r;
     }
     return 0;
@@ -213,7 +228,7 @@ int sv_auth_random(void *buf, size_t len)
 /* the directory of the default secret file, created 0700 if missing */
 static int sv_secret_dir(char *dir, size_t len, char *err, size_t err_len)
 {
-    const char *xdg = getenv("XDG_CONFIG_HOME");
+    const char *xdg  = getenv("XDG_CONFIG_HOME");
     const char *home = getenv("HOME");
     struct passwd *pw;
     char base[PATH_MAX];
@@ -227,7 +242,8 @@ static int sv_secret_dir(char *dir, size_t len, char *err, size_t err_len)
             home = (pw != NULL) ? pw->pw_dir : NULL;
         }
         if (home == NULL || home[0] != '/') {
-            snprintf(err, err_len, "no home directory to keep the "
+            snprintf(err, err_len,
+                     "no home directory to keep the "
                      "softverbs secret in; set SOFTVERBS_NET_SECRET_FILE");
             return ENOENT;
         }
@@ -245,8 +261,10 @@ static int sv_secret_dir(char *dir, size_t len, char *err, size_t err_len)
     /* whoever may write the directory could replace the secret */
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
         st.st_uid != geteuid() || (st.st_mode & 022)) {
-        snprintf(err, err_len, "%s must be a directory owned by uid %u and "
-                 "writable by nobody else", dir, (unsigned)geteuid());
+        snprintf(err, err_len,
+                 "%s must be a directory owned by uid %u and "
+                 "writable by nobody else",
+                 dir, (unsigned)geteuid());
         return EPERM;
     }
     return 0;
@@ -260,8 +278,7 @@ static int sv_secret_create(const char *path, char *err, size_t err_len)
     char tmp[PATH_MAX + 16], hex[2 * SV_SECRET_NEW + 2];
     int fd, i, ret = 0;
 
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >=
-        sizeof(tmp)) {
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp)) {
         snprintf(err, err_len, "the secret file name is too long");
         return ENAMETOOLONG;
     }
@@ -276,14 +293,13 @@ static int sv_secret_create(const char *path, char *err, size_t err_len)
     hex[2 * SV_SECRET_NEW]     = '\n';
     hex[2 * SV_SECRET_NEW + 1] = '\0';
     memset(raw, 0, sizeof(raw));
-    fd = mkostemp(tmp, O_CLOEXEC);   /* mode 0600 */
+    fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600 */
     if (fd < 0) {
         snprintf(err, err_len, "cannot create %s: %s", tmp, strerror(errno));
         return errno;
     }
     if (fchmod(fd, 0600) != 0 ||
-        write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex) ||
-        fsync(fd) != 0) {
+        write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex) || fsync(fd) != 0) {
         ret = errno ? errno : EIO;
         snprintf(err, err_len, "cannot write %s: %s", tmp, strerror(ret));
     }
@@ -301,7 +317,7 @@ int sv_auth_load_secret(uint8_t key[SV_AUTH_KEY_LEN], char *path,
                         size_t path_len, char *err, size_t err_len)
 {
     static const char label[] = "softverbs network secret v1";
-    const char *env = getenv("SOFTVERBS_NET_SECRET_FILE");
+    const char *env           = getenv("SOFTVERBS_NET_SECRET_FILE");
     uint8_t buf[SV_SECRET_MAX + 1];
     char dir[PATH_MAX];
     sv_sha256_t s;
@@ -343,11 +359,12 @@ int sv_auth_load_secret(uint8_t key[SV_AUTH_KEY_LEN], char *path,
                  (ret == ELOOP) ? " (a symbolic link is not accepted)" : "");
         return ret;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_uid != geteuid() || (st.st_mode & 077)) {
-        snprintf(err, err_len, "%s must be a regular file owned by uid %u "
-                 "with no group or other permissions (chmod 600)", path,
-                 (unsigned)geteuid());
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 077)) {
+        snprintf(err, err_len,
+                 "%s must be a regular file owned by uid %u "
+                 "with no group or other permissions (chmod 600)",
+                 path, (unsigned)geteuid());
         close(fd);
         return EPERM;
     }

@@ -17,9 +17,9 @@
 
 typedef struct {
     uint32_t h[8];
-    uint64_t bytes;        /* message length so far */
-    uint8_t  block[64];
-    size_t   nblock;       /* bytes in block */
+    uint64_t bytes; /* message length so far */
+    uint8_t block[64];
+    size_t nblock; /* bytes in block */
 } sv_sha256_t;
 
 void sv_sha256_init(sv_sha256_t *s);
@@ -27,9 +27,8 @@ void sv_sha256_update(sv_sha256_t *s, const void *data, size_t len);
 void sv_sha256_final(sv_sha256_t *s, uint8_t out[SV_SHA256_LEN]);
 
 /* HMAC-SHA-256 (RFC 2104) of the concatenation of iov[0..n) */
-void sv_hmac_sha256(const uint8_t *key, size_t key_len,
-                    const struct iovec *iov, int n,
-                    uint8_t out[SV_SHA256_LEN]);
+void sv_hmac_sha256(const uint8_t *key, size_t key_len, const struct iovec *iov,
+                    int n, uint8_t out[SV_SHA256_LEN]);
 
 /* equality in time that does not depend on where the buffers differ */
 int sv_auth_equal(const void *a, const void *b, size_t len);

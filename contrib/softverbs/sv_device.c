@@ -187,19 +187,19 @@ SV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
     ctx->vctx.query_device_ex = sv_vctx_query_device_ex;
     ctx->vctx.create_qp_ex    = sv_vctx_create_qp_ex;
 
-    ibctx                     = sv_ibctx(ctx);
-    ibctx->abi_compat         = __VERBS_ABI_IS_EXTENDED;
-    ibctx->device             = device;
+    ibctx             = sv_ibctx(ctx);
+    ibctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+    ibctx->device     = device;
     /* the data path verbs.h inlines call through these */
-    ibctx->ops.post_send      = sv_op_post_send;
-    ibctx->ops.post_recv      = sv_op_post_recv;
-    ibctx->ops.post_srq_recv  = sv_op_post_srq_recv;
-    ibctx->ops.poll_cq        = sv_op_poll_cq;
-    ibctx->ops.req_notify_cq  = sv_op_req_notify_cq;
+    ibctx->ops.post_send     = sv_op_post_send;
+    ibctx->ops.post_recv     = sv_op_post_recv;
+    ibctx->ops.post_srq_recv = sv_op_post_srq_recv;
+    ibctx->ops.poll_cq       = sv_op_poll_cq;
+    ibctx->ops.req_notify_cq = sv_op_req_notify_cq;
     /* ops.alloc_mw stays NULL: ibv_alloc_mw() fails with EOPNOTSUPP */
-    ibctx->num_comp_vectors   = 1;
-    ibctx->cmd_fd   = open("/dev/null", O_RDWR | O_CLOEXEC);
-    ibctx->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    ibctx->num_comp_vectors = 1;
+    ibctx->cmd_fd           = open("/dev/null", O_RDWR | O_CLOEXEC);
+    ibctx->async_fd         = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
     if (ibctx->async_fd < 0) {
         ret = errno;
         close(ibctx->cmd_fd);
@@ -281,7 +281,7 @@ static int sv_vctx_query_device_ex(struct ibv_context *context,
         return EINVAL;
     }
     if (attr_size < offsetof(struct ibv_device_attr_ex, comp_mask) +
-                    sizeof(attr->comp_mask)) {
+                            sizeof(attr->comp_mask)) {
         return EINVAL;
     }
     memset(&a, 0, sizeof(a));
@@ -301,21 +301,21 @@ static int sv_vctx_query_device_ex(struct ibv_context *context,
 static void sv_port_attr(sv_context_t *ctx, struct ibv_port_attr *a)
 {
     memset(a, 0, sizeof(*a));
-    a->state           = IBV_PORT_ACTIVE;
-    a->max_mtu         = IBV_MTU_4096;
-    a->active_mtu      = IBV_MTU_4096;
-    a->gid_tbl_len     = 1;
-    a->port_cap_flags  = 0x02010000; /* IsCM | IsSM-disabled style defaults */
-    a->max_msg_sz      = SV_MAX_MSG;
-    a->pkey_tbl_len    = 1;
-    a->lid             = sv_port_lid(ctx->dev);
-    a->sm_lid          = 1;
-    a->max_vl_num      = 1;
-    a->subnet_timeout  = 18;
-    a->active_width    = 2;   /* 4x */
-    a->active_speed    = 32;  /* EDR */
-    a->phys_state      = 5;   /* LinkUp */
-    a->link_layer      = IBV_LINK_LAYER_INFINIBAND;
+    a->state          = IBV_PORT_ACTIVE;
+    a->max_mtu        = IBV_MTU_4096;
+    a->active_mtu     = IBV_MTU_4096;
+    a->gid_tbl_len    = 1;
+    a->port_cap_flags = 0x02010000; /* IsCM | IsSM-disabled style defaults */
+    a->max_msg_sz     = SV_MAX_MSG;
+    a->pkey_tbl_len   = 1;
+    a->lid            = sv_port_lid(ctx->dev);
+    a->sm_lid         = 1;
+    a->max_vl_num     = 1;
+    a->subnet_timeout = 18;
+    a->active_width   = 2; /* 4x */
+    a->active_speed   = 32; /* EDR */
+    a->phys_state     = 5; /* LinkUp */
+    a->link_layer     = IBV_LINK_LAYER_INFINIBAND;
 }
 
 /* the fields of struct ibv_port_attr that its first ABI (the compat struct
@@ -815,8 +815,7 @@ SV_EXPORT int ibv_rate_to_mbps(enum ibv_rate rate)
 static struct ibv_qp *sv_vctx_create_qp_ex(struct ibv_context *context,
                                            struct ibv_qp_init_attr_ex *attr)
 {
-    const uint32_t known = IBV_QP_INIT_ATTR_PD |
-                           IBV_QP_INIT_ATTR_CREATE_FLAGS |
+    const uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                            IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 
     if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || (attr->pd == NULL) ||
@@ -853,25 +852,28 @@ SV_EXPORT struct ibv_context *ibv_import_device(int cmd_fd)
     return NULL;
 }
 
-SV_EXPORT struct ibv_pd *ibv_import_pd(struct ibv_context *context,
-                                       uint32_t pd_handle)
+SV_EXPORT struct ibv_pd *
+ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)
 {
-    (void)context; (void)pd_handle;
+    (void)context;
+    (void)pd_handle;
     errno = EOPNOTSUPP;
     return NULL;
 }
 
 SV_EXPORT struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle)
 {
-    (void)pd; (void)mr_handle;
+    (void)pd;
+    (void)mr_handle;
     errno = EOPNOTSUPP;
     return NULL;
 }
 
-SV_EXPORT struct ibv_dm *ibv_import_dm(struct ibv_context *context,
-                                       uint32_t dm_handle)
+SV_EXPORT struct ibv_dm *
+ibv_import_dm(struct ibv_context *context, uint32_t dm_handle)
 {
-    (void)context; (void)dm_handle;
+    (void)context;
+    (void)dm_handle;
     errno = EOPNOTSUPP;
     return NULL;
 }
@@ -896,32 +898,39 @@ SV_EXPORT void ibv_unimport_dm(struct ibv_dm *dm)
 /* enhanced connection establishment: no options to negotiate */
 SV_EXPORT int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
-    (void)qp; (void)ece;
+    (void)qp;
+    (void)ece;
     return EOPNOTSUPP;
 }
 
 SV_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 {
-    (void)qp; (void)ece;
+    (void)qp;
+    (void)ece;
     return EOPNOTSUPP;
 }
 
 /* 0: the bytes of one operation are not guaranteed to land in order (only
  * the last SV_TAIL_BYTES are placed last) */
 SV_EXPORT int ibv_query_qp_data_in_order(struct ibv_qp *qp,
-                                         enum ibv_wr_opcode op,
-                                         uint32_t flags)
+                                         enum ibv_wr_opcode op, uint32_t flags)
 {
-    (void)qp; (void)op; (void)flags;
+    (void)qp;
+    (void)op;
+    (void)flags;
     return 0;
 }
 
 /* no dma-buf exporter can be reached from process memory */
-SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd,
-                                           uint64_t offset, size_t length,
-                                           uint64_t iova, int fd, int access)
+SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+                                           size_t length, uint64_t iova, int fd,
+                                           int access)
 {
-    (void)pd; (void)offset; (void)length; (void)iova; (void)fd;
+    (void)pd;
+    (void)offset;
+    (void)length;
+    (void)iova;
+    (void)fd;
     (void)access;
     errno = EOPNOTSUPP;
     return NULL;
@@ -931,7 +940,12 @@ SV_EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd,
 SV_EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
                            void *addr, size_t length, int access)
 {
-    (void)mr; (void)flags; (void)pd; (void)addr; (void)length; (void)access;
+    (void)mr;
+    (void)flags;
+    (void)pd;
+    (void)addr;
+    (void)length;
+    (void)access;
     errno = EOPNOTSUPP;
     return IBV_REREG_MR_ERR_INPUT;
 }

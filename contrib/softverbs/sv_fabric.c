@@ -96,8 +96,7 @@ static int sv_has_cap_ipc_lock(void)
     if (syscall(SYS_capget, &hdr, data) != 0) {
         return 0;
     }
-    return !!(data[CAP_IPC_LOCK / 32].effective &
-              (1u << (CAP_IPC_LOCK % 32)));
+    return !!(data[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32)));
 }
 
 void sv_config_load(sv_config_t *cfg)
@@ -138,8 +137,9 @@ void sv_config_load(sv_config_t *cfg)
         cfg->memlock_source = SV_MEMLOCK_CAP;
     } else {
         cfg->memlock_limit  = (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 ||
-                               rl.rlim_cur == RLIM_INFINITY) ?
-                              UINT64_MAX : rl.rlim_cur;
+                              rl.rlim_cur == RLIM_INFINITY) ?
+                                      UINT64_MAX :
+                                      rl.rlim_cur;
         cfg->memlock_source = SV_MEMLOCK_RLIMIT;
     }
 
@@ -459,27 +459,33 @@ static int sv_shm_open(const char *path, int *fd_p)
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                   0600);
         if (fd >= 0) {
-            fchmod(fd, 0600);   /* the umask may have taken bits away */
+            fchmod(fd, 0600); /* the umask may have taken bits away */
         } else if (errno == EEXIST) {
             fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (fd < 0 && errno == ENOENT) {
-                continue;       /* unlinked meanwhile */
+                continue; /* unlinked meanwhile */
             }
         }
         if (fd < 0) {
             err = errno;
-            fprintf(stderr, "softverbs: cannot open the fabric segment %s: "
-                    "%s%s\n", path, strerror(err), (err == ELOOP) ?
-                    " (a symbolic link is never followed; remove it, or "
-                    "set SOFTVERBS_SHM_NAME)" : "");
+            fprintf(stderr,
+                    "softverbs: cannot open the fabric segment %s: "
+                    "%s%s\n",
+                    path, strerror(err),
+                    (err == ELOOP) ? " (a symbolic link is never followed; "
+                                     "remove it, or "
+                                     "set SOFTVERBS_SHM_NAME)" :
+                                     "");
             return err;
         }
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
             st.st_uid != geteuid() || (st.st_mode & 07777) != 0600) {
-            fprintf(stderr, "softverbs: the fabric segment %s is not a "
+            fprintf(stderr,
+                    "softverbs: the fabric segment %s is not a "
                     "regular file of uid %u with mode 0600 (another user "
                     "may have made it); not using it. Remove it, or set "
-                    "SOFTVERBS_SHM_NAME\n", path, (unsigned)geteuid());
+                    "SOFTVERBS_SHM_NAME\n",
+                    path, (unsigned)geteuid());
             close(fd);
             return EPERM;
         }
@@ -491,7 +497,7 @@ static int sv_shm_open(const char *path, int *fd_p)
             *fd_p      = fd;
             return 0;
         }
-        close(fd);              /* unlinked or replaced: again */
+        close(fd); /* unlinked or replaced: again */
     }
     return EAGAIN;
 }

@@ -44,8 +44,8 @@ static uintptr_t sv_page_size(void)
  * lookup reads at most SV_MR_PROBE entries, usually one). A lookup compares
  * the whole key.
  */
-#define SV_MR_PROBE      8
-#define SV_MR_KEY_TRIES  64
+#define SV_MR_PROBE     8
+#define SV_MR_KEY_TRIES 64
 
 static inline uint32_t sv_mr_slot(uint32_t key, unsigned probe)
 {
@@ -65,8 +65,7 @@ const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,
     for (i = 0; i < SV_MR_PROBE; ++i) {
         idx = sv_mr_slot(key, i);
         if (idx != 0 &&
-            __atomic_load_n(&sv_g.shm->mrs[idx].key, __ATOMIC_SEQ_CST) ==
-            key) {
+            __atomic_load_n(&sv_g.shm->mrs[idx].key, __ATOMIC_SEQ_CST) == key) {
             mr = &sv_g.shm->mrs[idx];
             break;
         }
@@ -95,16 +94,16 @@ static uint32_t sv_mr_new_key(uint32_t *idx_p)
             return 0;
         }
         if (key == 0 || key == UINT32_MAX) {
-            continue;   /* 0: a free entry; ~0: "no key" to many users */
+            continue; /* 0: a free entry; ~0: "no key" to many users */
         }
         free_idx = 0;
         for (i = 0; i < SV_MR_PROBE; ++i) {
             idx = sv_mr_slot(key, i);
             if (idx == 0) {
-                continue;   /* index 0 means "no MR" (sv_mr_priv_t) */
+                continue; /* index 0 means "no MR" (sv_mr_priv_t) */
             }
             if (shm->mrs[idx].key == key) {
-                free_idx = 0;   /* in use: a key is unique */
+                free_idx = 0; /* in use: a key is unique */
                 break;
             }
             if (shm->mrs[idx].key == 0 && free_idx == 0) {
@@ -164,7 +163,8 @@ static void sv_memlock_refused(uint64_t len, int kernel)
         return;
     }
     if (!kernel && sv_g.cfg.memlock_source == SV_MEMLOCK_ENV) {
-        fprintf(stderr, "softverbs: ibv_reg_mr of %llu bytes refused: %llu "
+        fprintf(stderr,
+                "softverbs: ibv_reg_mr of %llu bytes refused: %llu "
                 "bytes already pinned, SOFTVERBS_MEMLOCK_LIMIT is %llu bytes "
                 "(raise it, e.g. SOFTVERBS_MEMLOCK_LIMIT=unlimited)\n",
                 (unsigned long long)len, (unsigned long long)sv_g.pinned,
@@ -174,7 +174,8 @@ static void sv_memlock_refused(uint64_t len, int kernel)
         if (kernel && (getrlimit(RLIMIT_MEMLOCK, &rl) == 0)) {
             limit = (rl.rlim_cur == RLIM_INFINITY) ? UINT64_MAX : rl.rlim_cur;
         }
-        fprintf(stderr, "softverbs: ibv_reg_mr of %llu bytes refused%s: %llu "
+        fprintf(stderr,
+                "softverbs: ibv_reg_mr of %llu bytes refused%s: %llu "
                 "bytes already pinned, RLIMIT_MEMLOCK (ulimit -l) is %llu "
                 "bytes (raise it with ulimit -l or limits.conf, or run "
                 "with CAP_IPC_LOCK)\n",
@@ -193,7 +194,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     sv_pd_t *spd = (sv_pd_t *)pd;
     sv_mr_priv_t *m;
     sv_shm_t *shm = sv_g.shm;
-    uint32_t idx = 0, key;
+    uint32_t idx  = 0, key;
     sv_mr_t *e;
 
     if (((access & IBV_ACCESS_REMOTE_WRITE) ||
@@ -240,7 +241,7 @@ SV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
     sv_shm_lock();
     key = sv_mr_new_key(&idx);
     if (key != 0) {
-        e = &shm->mrs[idx];
+        e         = &shm->mrs[idx];
         e->owner  = (uint16_t)sv_g.slot;
         e->dev    = (uint16_t)ibv_get_device_index(pd->context->device);
         e->pd     = spd->id;

@@ -48,18 +48,18 @@
 #define SV_NET_RCVTIMEO_US     50000
 /* network threads hold little on their stacks; hundreds of 8 MiB default
  * stacks made gigabytes of address space */
-#define SV_NET_STACK_SIZE      (512u * 1024)
+#define SV_NET_STACK_SIZE (512u * 1024)
 
 sv_net_limits_t sv_net_limits = {
-    .max_conns   = SV_NET_MAX_CONNS_DEFAULT,
-    .max_hold_ns = SV_NET_MAX_HOLD_DEFAULT,
+        .max_conns   = SV_NET_MAX_CONNS_DEFAULT,
+        .max_hold_ns = SV_NET_MAX_HOLD_DEFAULT,
 };
 uint8_t sv_net_key[32];
 static int sv_net_key_loaded;
 
 typedef struct sv_net_conn {
     uint32_t            ip;            /* network order */
-    uint32_t            lip;           /* our address on it */
+    uint32_t lip; /* our address on it */
     uint16_t            port;
     int                 fd;
     int                 dead;          /* no new requests; reader closes fd */
@@ -112,8 +112,8 @@ static int sv_net_parse_addr(const char *item, uint32_t *addr)
 
 /* a whole number in [min, max] from the environment; anything else is
  * reported and the default used */
-static uint64_t sv_net_env_uint(const char *name, uint64_t dflt,
-                                uint64_t min, uint64_t max)
+static uint64_t
+sv_net_env_uint(const char *name, uint64_t dflt, uint64_t min, uint64_t max)
 {
     const char *s = getenv(name);
     unsigned long long v;
@@ -125,9 +125,10 @@ static uint64_t sv_net_env_uint(const char *name, uint64_t dflt,
     errno = 0;
     v     = strtoull(s, &end, 10);
     if (errno != 0 || *end != '\0' || s[0] == '-' || v < min || v > max) {
-        fprintf(stderr, "softverbs: %s='%s' is not a whole number in "
-                "%llu..%llu; using %llu\n", name, s,
-                (unsigned long long)min, (unsigned long long)max,
+        fprintf(stderr,
+                "softverbs: %s='%s' is not a whole number in "
+                "%llu..%llu; using %llu\n",
+                name, s, (unsigned long long)min, (unsigned long long)max,
                 (unsigned long long)dflt);
         return dflt;
     }
@@ -150,13 +151,13 @@ int sv_net_config(sv_config_t *cfg)
     if (cfg->net_port == 0 || cfg->net_port + SV_MAX_PROCS > 65536) {
         cfg->net_port = SV_NET_PORT;
     }
-    sv_net_limits.max_conns =
-        (unsigned)sv_net_env_uint("SOFTVERBS_NET_MAX_CONNS",
-                                  SV_NET_MAX_CONNS_DEFAULT, 1, 4096);
-    sv_net_limits.max_hold_ns =
-        sv_net_env_uint("SOFTVERBS_NET_MAX_HOLD_MS",
-                        SV_NET_MAX_HOLD_DEFAULT / 1000000, 1, 3600000) *
-        1000000ull;
+    sv_net_limits.max_conns = (unsigned)sv_net_env_uint(
+            "SOFTVERBS_NET_MAX_CONNS", SV_NET_MAX_CONNS_DEFAULT, 1, 4096);
+    sv_net_limits.max_hold_ns = sv_net_env_uint("SOFTVERBS_NET_MAX_HOLD_MS",
+                                                SV_NET_MAX_HOLD_DEFAULT /
+                                                        1000000,
+                                                1, 3600000) *
+                                1000000ull;
     if (env == NULL || *env == '\0') {
         return 0;
     }
@@ -354,8 +355,8 @@ int sv_net_spin_readable(int fd)
  * bounded as a whole, not per byte. */
 int sv_net_recv_until(int fd, void *buf, size_t len, uint64_t deadline_ns)
 {
-    struct pollfd pfd = { .fd = fd, .events = POLLIN };
-    char *p = buf;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    char *p           = buf;
     uint64_t now;
     ssize_t r;
 
@@ -372,12 +373,11 @@ int sv_net_recv_until(int fd, void *buf, size_t len, uint64_t deadline_ns)
             continue;
         }
         r = recv(fd, p, len, MSG_DONTWAIT);
-        if (r == 0 ||
-            (r < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
             return -1;
         }
         if (r > 0) {
-            p   += r;
+            p += r;
             len -= (size_t)r;
         }
     }
@@ -691,7 +691,7 @@ static int sv_net_handshake(int fd, int dev, uint32_t lid, uint32_t qpn,
     sv_net_auth_t hello, ch, auth;
     uint8_t mac[32];
     struct iovec iov;
-    struct in_addr in = { ip };
+    struct in_addr in = {ip};
     const char *why;
 
     memset(&hello, 0, sizeof(hello));
@@ -739,8 +739,7 @@ static int sv_net_handshake(int fd, int dev, uint32_t lid, uint32_t qpn,
     return 0;
 
 fail:
-    sv_net_log_limited(&nlog, "%s:%u %s", inet_ntoa(in), (unsigned)port,
-                       why);
+    sv_net_log_limited(&nlog, "%s:%u %s", inet_ntoa(in), (unsigned)port, why);
     return -1;
 }
 
@@ -805,8 +804,8 @@ static sv_net_conn_t *sv_net_conn_get(int dev, uint32_t lid, uint32_t qpn,
     fcntl(fd, F_SETFL, flags);
     sv_net_tune_fd(fd, 0);
     /* the responder gives a handshake SV_NET_HANDSHAKE_NS */
-    if (sv_net_handshake(fd, dev, lid, qpn, ip, port,
-                         SV_NET_HANDSHAKE_NS) != 0) {
+    if (sv_net_handshake(fd, dev, lid, qpn, ip, port, SV_NET_HANDSHAKE_NS) !=
+        0) {
         close(fd);
         goto out;
     }

@@ -34,7 +34,7 @@
 #include "sv.h"
 
 #define SV_NET_MAGIC      0x7673    /* "sv" */
-#define SV_NET_VERSION    2         /* 2: authenticated connections */
+#define SV_NET_VERSION    2 /* 2: authenticated connections */
 #define SV_NET_PORT       18700     /* default SOFTVERBS_NET_PORT */
 #define SV_NET_NONCE_LEN  16
 
@@ -43,14 +43,14 @@
 #define SV_NET_MAX_CONNS_DEFAULT 128
 #define SV_NET_MAX_HOLD_DEFAULT  (30ull * 1000000000ull)
 /* connections not yet authenticated, and how long they may take to be */
-#define SV_NET_MAX_PREAUTH       8
-#define SV_NET_HANDSHAKE_NS      (2ull * 1000000000ull)
+#define SV_NET_MAX_PREAUTH  8
+#define SV_NET_HANDSHAKE_NS (2ull * 1000000000ull)
 
 enum {
     SV_NET_REQ_RC    = 1,   /* an RC send WR, answered by SV_NET_ANSWER */
     SV_NET_REQ_UD    = 2,   /* a UD datagram, never answered */
     SV_NET_ANSWER    = 3,   /* status of one SV_NET_REQ_RC, in order */
-    SV_NET_KEEPALIVE = 4,   /* the responder still works on a request (RNR,
+    SV_NET_KEEPALIVE = 4, /* the responder still works on a request (RNR,
                              * target QP not ready): the requester's ack
                              * timer restarts, as with an RNR NAK */
     /* the handshake, sv_net_auth_t frames:
@@ -70,15 +70,15 @@ enum {
 
 typedef struct {
     uint16_t magic;
-    uint8_t  kind;         /* SV_NET_HELLO .. SV_NET_WELCOME */
-    uint8_t  version;      /* SV_NET_VERSION */
-    uint16_t lid;          /* HELLO: the initiator's port LID */
-    uint16_t slot;         /* HELLO: the initiator's process slot */
-    uint16_t dst_lid;      /* HELLO: the LID it connects to */
-    uint16_t dst_slot;     /* HELLO: the process slot it connects to */
+    uint8_t kind; /* SV_NET_HELLO .. SV_NET_WELCOME */
+    uint8_t version; /* SV_NET_VERSION */
+    uint16_t lid; /* HELLO: the initiator's port LID */
+    uint16_t slot; /* HELLO: the initiator's process slot */
+    uint16_t dst_lid; /* HELLO: the LID it connects to */
+    uint16_t dst_slot; /* HELLO: the process slot it connects to */
     uint32_t reserved;
-    uint8_t  nonce[SV_NET_NONCE_LEN];  /* HELLO: nonce_i, CHALLENGE: nonce_r */
-    uint8_t  mac[32];      /* CHALLENGE: mac_r, AUTH: mac_i */
+    uint8_t nonce[SV_NET_NONCE_LEN]; /* HELLO: nonce_i, CHALLENGE: nonce_r */
+    uint8_t mac[32]; /* CHALLENGE: mac_r, AUTH: mac_i */
 } sv_net_auth_t;
 
 #define SV_NET_F_SOLICITED 1u
@@ -132,17 +132,17 @@ int sv_net_recv_until(int fd, void *buf, size_t len, uint64_t deadline_ns);
 void sv_net_auth_mac(int responder, const sv_net_auth_t *hello,
                      const uint8_t *nonce_r, uint8_t *mac);
 void sv_net_log_limited(unsigned *count, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 /* the responder's limits, from the environment (sv_net_config) */
 typedef struct {
-    unsigned max_conns;     /* connections served at once */
-    uint64_t max_hold_ns;   /* longest hold of one request (RNR, QP not
+    unsigned max_conns; /* connections served at once */
+    uint64_t max_hold_ns; /* longest hold of one request (RNR, QP not
                              * ready), whatever the requester asks */
 } sv_net_limits_t;
 
 extern sv_net_limits_t sv_net_limits;
-extern uint8_t         sv_net_key[32];   /* from the per-user secret */
+extern uint8_t sv_net_key[32]; /* from the per-user secret */
 
 /* A QP being destroyed (qp_idx: its table index + 1) or an MR being
  * deregistered (mr_idx: its table index): wait until no responder thread

@@ -62,44 +62,44 @@
 #define SV_NET_MAX_FAILED       64
 /* a fence lets a transfer in progress finish for this long, then shuts its
  * connection down */
-#define SV_NET_FENCE_GRACE_NS   (100ull * 1000000ull)
+#define SV_NET_FENCE_GRACE_NS (100ull * 1000000ull)
 /* accept() failing for want of descriptors or memory: wait this long
  * (doubling up to the maximum) before trying again */
-#define SV_NET_BACKOFF_MIN_NS   (10ull * 1000000ull)
-#define SV_NET_BACKOFF_MAX_NS   (1000ull * 1000000ull)
+#define SV_NET_BACKOFF_MIN_NS (10ull * 1000000ull)
+#define SV_NET_BACKOFF_MAX_NS (1000ull * 1000000ull)
 
 /* one accepted connection */
 typedef struct sv_net_peer {
-    int       fd;
-    uint32_t  ip;          /* the initiator's address, network order */
-    uint16_t  lid;         /* who it proved to be (handshake) */
-    uint16_t  slot;
-    int       authed;
-    uint64_t  last_tx_ns;
+    int fd;
+    uint32_t ip; /* the initiator's address, network order */
+    uint16_t lid; /* who it proved to be (handshake) */
+    uint16_t slot;
+    int authed;
+    uint64_t last_tx_ns;
     /* requester QPs whose requests are flushed after a responder error */
-    uint32_t  failed[SV_NET_MAX_FAILED];
-    unsigned  nfailed;
+    uint32_t failed[SV_NET_MAX_FAILED];
+    unsigned nfailed;
     /* what this thread places data into (sv_net_resp_fence): a QP (table
      * index + 1) whose receive WQE it took, MRs (table index) */
-    uint32_t  busy_qp;
-    uint32_t  busy_mr[SV_MAX_RECV_SGE];
-    unsigned  nbusy_mr;    /* entries of busy_mr set */
-    int       fenced;      /* a fence shut the connection down */
+    uint32_t busy_qp;
+    uint32_t busy_mr[SV_MAX_RECV_SGE];
+    unsigned nbusy_mr; /* entries of busy_mr set */
+    int fenced; /* a fence shut the connection down */
     struct sv_net_peer *next;
 } sv_net_peer_t;
 
 static struct {
-    pthread_mutex_t lock;       /* all of this */
+    pthread_mutex_t lock; /* all of this */
     int             started;
     int             nfds;
     int             fds[SV_MAX_DEVS];
-    sv_net_peer_t  *peers;      /* connections being served */
-    unsigned        npeers;
-    unsigned        npreauth;   /* of which still in the handshake */
+    sv_net_peer_t *peers; /* connections being served */
+    unsigned npeers;
+    unsigned npreauth; /* of which still in the handshake */
     /* QPs being destroyed (table index): a thread that took a receive WQE
      * of one must not place data (sv_net_resp_fence) */
-    uint8_t         dying[SV_MAX_QP];
-    unsigned        log_refused, log_auth, log_proto, log_accept;
+    uint8_t dying[SV_MAX_QP];
+    unsigned log_refused, log_auth, log_proto, log_accept;
 } sv_resp = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
 };
@@ -107,8 +107,8 @@ static struct {
 /* ---------------------------------------------------------------------- */
 /* fences */
 
-static int sv_net_peer_busy_on(sv_net_peer_t *p, uint32_t qp_idx,
-                               uint32_t mr_idx)
+static int
+sv_net_peer_busy_on(sv_net_peer_t *p, uint32_t qp_idx, uint32_t mr_idx)
 {
     int i;
 
@@ -134,8 +134,8 @@ static int sv_net_peer_busy_on(sv_net_peer_t *p, uint32_t qp_idx,
  */
 void sv_net_resp_fence(uint32_t qp_idx, uint32_t mr_idx)
 {
-    uint64_t start = sv_now_ns();
-    struct timespec ts = { 0, 200000 };
+    uint64_t start     = sv_now_ns();
+    struct timespec ts = {0, 200000};
     sv_net_peer_t *p;
     int found;
 
@@ -190,8 +190,8 @@ static int sv_net_busy_mr(sv_net_peer_t *p, const uint32_t *mr_idx,
         __atomic_store_n(&p->busy_mr[i], mr_idx[i], __ATOMIC_SEQ_CST);
     }
     for (i = 0; i < n; ++i) {
-        if (__atomic_load_n(&sv_g.shm->mrs[mr_idx[i]].key,
-                            __ATOMIC_SEQ_CST) != keys[i]) {
+        if (__atomic_load_n(&sv_g.shm->mrs[mr_idx[i]].key, __ATOMIC_SEQ_CST) !=
+            keys[i]) {
             gone = 1;
         }
     }
@@ -320,8 +320,8 @@ static uint32_t sv_net_mr_index(const sv_mr_t *mr)
 }
 
 /* the target MR of a WRITE/READ/atomic, after the responder's checks */
-static const sv_mr_t *sv_net_target(sv_qp_t *peer, const sv_net_hdr_t *h,
-                                    uint32_t access)
+static const sv_mr_t *
+sv_net_target(sv_qp_t *peer, const sv_net_hdr_t *h, uint32_t access)
 {
     const sv_mr_t *mr;
 
@@ -371,8 +371,8 @@ static int64_t sv_net_recv_target(const sv_qp_t *peer, const sv_rwqe_t *rw,
         iov[*n].iov_len  = len - skip;
         mr_idx[*n]       = sv_net_mr_index(mr);
         keys[*n]         = sge->lkey;
-        cap             += (int64_t)(len - skip);
-        skip             = 0;
+        cap += (int64_t)(len - skip);
+        skip = 0;
         ++*n;
     }
     return cap;
@@ -458,16 +458,16 @@ static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
         }
     } else {
         wc.opcode = IBV_WC_RECV;
-        cap = sv_net_recv_target(peer, &rw, 0, riov, &rn, mr_idx, keys);
+        cap       = sv_net_recv_target(peer, &rw, 0, riov, &rn, mr_idx, keys);
     }
     if (cap >= 0 && sv_net_busy_mr(p, mr_idx, keys, rn) != 0) {
-        cap = -1;   /* an MR went away meanwhile */
+        cap = -1; /* an MR went away meanwhile */
     }
     if (cap < 0 || (uint64_t)cap < h->length) {
         wc.status = (cap < 0) ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR;
         ist       = (cap < 0) ? IBV_WC_REM_OP_ERR : IBV_WC_REM_INV_REQ_ERR;
         if (h->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-            ist = IBV_WC_REM_ACCESS_ERR;   /* its MR went away */
+            ist = IBV_WC_REM_ACCESS_ERR; /* its MR went away */
         }
         ret = sv_net_drain(p->fd, h->length, SV_NET_PAYLOAD_STALL_NS);
     } else {
@@ -501,7 +501,8 @@ static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
     if (ist != IBV_WC_SUCCESS) {
         /* the receive WQE completed in error: the responder QP breaks */
         sv_responder_error(peer, ist == IBV_WC_REM_ACCESS_ERR ?
-                                 SV_ASYNC_ACCESS_ERR : SV_ASYNC_REQ_ERR);
+                                         SV_ASYNC_ACCESS_ERR :
+                                         SV_ASYNC_REQ_ERR);
         sv_net_peer_fail(p, h->src_qpn);
     }
     sv_net_busy_end(p);
@@ -543,8 +544,9 @@ static int sv_net_serve_atomic(sv_net_peer_t *p, const sv_net_hdr_t *h,
 static int sv_net_serve_rc(sv_net_peer_t *p, const sv_net_hdr_t *h)
 {
     /* the requester's ack timeout, but never longer than we allow */
-    uint64_t hold = h->timeout_ns < sv_net_limits.max_hold_ns ?
-                    h->timeout_ns : sv_net_limits.max_hold_ns;
+    uint64_t hold     = h->timeout_ns < sv_net_limits.max_hold_ns ?
+                                h->timeout_ns :
+                                sv_net_limits.max_hold_ns;
     uint64_t deadline = sv_now_ns() + hold;
     struct iovec iov, split[2];
     const sv_mr_t *mr = NULL;
@@ -607,8 +609,7 @@ static int sv_net_serve_rc(sv_net_peer_t *p, const sv_net_hdr_t *h)
     iov.iov_base = sv_net_mr_va(mr, h->raddr);
     iov.iov_len  = h->length;
     n            = sv_iov_split_tail(&iov, 1, h->length, split, &tail);
-    ret          = sv_net_recv_iov(p->fd, split, n, h->length,
-                                   SV_NET_PAYLOAD_STALL_NS);
+    ret = sv_net_recv_iov(p->fd, split, n, h->length, SV_NET_PAYLOAD_STALL_NS);
     sv_net_busy_end(p);
     if (ret != 0) {
         return -1;
@@ -633,8 +634,7 @@ static int sv_net_serve_ud(sv_net_peer_t *p, const sv_net_hdr_t *h)
     uint32_t st;
     int rn, i;
 
-    if (sv_net_recv_buf(p->fd, data, h->length, SV_NET_PAYLOAD_STALL_NS) !=
-        0) {
+    if (sv_net_recv_buf(p->fd, data, h->length, SV_NET_PAYLOAD_STALL_NS) != 0) {
         return -1;
     }
     if (peer != NULL && peer->owner == sv_g.slot &&
@@ -648,8 +648,8 @@ static int sv_net_serve_ud(sv_net_peer_t *p, const sv_net_hdr_t *h)
         return 0;
     }
     sv_lock(&rq->lock);
-    if (rq->ring.cons == SV_LOAD(&rq->ring.prod) ||
-        !SV_LOAD(&peer->in_use) || peer->qpn != h->dst_qpn ||
+    if (rq->ring.cons == SV_LOAD(&rq->ring.prod) || !SV_LOAD(&peer->in_use) ||
+        peer->qpn != h->dst_qpn ||
         (peer->srq && !SV_LOAD(&sv_g.shm->srqs[peer->srq - 1].in_use))) {
         sv_unlock(&rq->lock);
         return 0;
@@ -673,8 +673,8 @@ static int sv_net_serve_ud(sv_net_peer_t *p, const sv_net_hdr_t *h)
         wc.status = (cap < 0) ? IBV_WC_LOC_PROT_ERR : IBV_WC_LOC_LEN_ERR;
     } else {
         for (i = 0, off = 0; i < rn && off < h->length; ++i) {
-            size_t n = riov[i].iov_len < h->length - off ?
-                       riov[i].iov_len : h->length - off;
+            size_t n = riov[i].iov_len < h->length - off ? riov[i].iov_len :
+                                                           h->length - off;
 
             memcpy(riov[i].iov_base, data + off, n);
             off += n;
@@ -696,17 +696,18 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
     struct sockaddr_in local;
     socklen_t len = sizeof(local);
     sv_net_auth_t hello, ch, auth;
-    struct in_addr in = { p->ip };
+    struct in_addr in = {p->ip};
     uint8_t mac[32];
     struct iovec iov;
     uint32_t want;
 
     if (sv_net_recv_until(p->fd, &hello, sizeof(hello), deadline) != 0) {
-        return -1;   /* a scan, or an old softverbs: not worth a message */
+        return -1; /* a scan, or an old softverbs: not worth a message */
     }
     if (hello.magic != SV_NET_MAGIC || hello.kind != SV_NET_HELLO ||
         hello.version != SV_NET_VERSION) {
-        sv_net_log_limited(&sv_resp.log_proto, "refused a connection from "
+        sv_net_log_limited(&sv_resp.log_proto,
+                           "refused a connection from "
                            "%s: not a softverbs handshake of version %d",
                            inet_ntoa(in), SV_NET_VERSION);
         return -1;
@@ -720,11 +721,13 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
     if (hello.lid == 0 || hello.lid >= 0xc000 || want != p->ip ||
         hello.dst_slot != sv_g.slot || hello.slot >= SV_MAX_PROCS ||
         hello.dst_lid != (ntohl(local.sin_addr.s_addr) & 0xffff)) {
-        sv_net_log_limited(&sv_resp.log_auth, "refused a connection from "
+        sv_net_log_limited(&sv_resp.log_auth,
+                           "refused a connection from "
                            "%s: it claims LID %u and process %u, and wants "
-                           "LID %u process %u", inet_ntoa(in),
-                           (unsigned)hello.lid, (unsigned)hello.slot,
-                           (unsigned)hello.dst_lid, (unsigned)hello.dst_slot);
+                           "LID %u process %u",
+                           inet_ntoa(in), (unsigned)hello.lid,
+                           (unsigned)hello.slot, (unsigned)hello.dst_lid,
+                           (unsigned)hello.dst_slot);
         return -1;
     }
     memset(&ch, 0, sizeof(ch));
@@ -739,20 +742,21 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
     iov.iov_len  = sizeof(ch);
     if (sv_net_send_iov(p->fd, &iov, 1) != 0 ||
         sv_net_recv_until(p->fd, &auth, sizeof(auth), deadline) != 0) {
-        return -1;   /* an initiator that does not know us gives up here */
+        return -1; /* an initiator that does not know us gives up here */
     }
     sv_net_auth_mac(0, &hello, ch.nonce, mac);
     if (auth.magic != SV_NET_MAGIC || auth.kind != SV_NET_AUTH ||
         !sv_auth_equal(mac, auth.mac, sizeof(mac))) {
-        sv_net_log_limited(&sv_resp.log_auth, "refused a connection from "
+        sv_net_log_limited(&sv_resp.log_auth,
+                           "refused a connection from "
                            "%s: it does not hold this user's secret",
                            inet_ntoa(in));
         return -1;
     }
     memset(&ch, 0, sizeof(ch));
-    ch.magic   = SV_NET_MAGIC;
-    ch.kind    = SV_NET_WELCOME;
-    ch.version = SV_NET_VERSION;
+    ch.magic     = SV_NET_MAGIC;
+    ch.kind      = SV_NET_WELCOME;
+    ch.version   = SV_NET_VERSION;
     iov.iov_base = &ch;
     iov.iov_len  = sizeof(ch);
     if (sv_net_send_iov(p->fd, &iov, 1) != 0) {
@@ -767,27 +771,30 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
  * the initiator that authenticated, and its sizes within the limits. */
 static int sv_net_req_valid(const sv_net_peer_t *p, const sv_net_hdr_t *h)
 {
-    struct in_addr in = { p->ip };
+    struct in_addr in = {p->ip};
 
     if (h->magic != SV_NET_MAGIC ||
         (h->kind != SV_NET_REQ_RC && h->kind != SV_NET_REQ_UD)) {
-        sv_net_log_limited(&sv_resp.log_proto, "closed the connection of "
-                           "%s: not a request frame", inet_ntoa(in));
+        sv_net_log_limited(&sv_resp.log_proto,
+                           "closed the connection of "
+                           "%s: not a request frame",
+                           inet_ntoa(in));
         return 0;
     }
-    if (h->src_lid != p->lid ||
-        (h->src_qpn >> SV_QPN_SLOT_SHIFT) != p->slot) {
-        sv_net_log_limited(&sv_resp.log_proto, "closed the connection of "
+    if (h->src_lid != p->lid || (h->src_qpn >> SV_QPN_SLOT_SHIFT) != p->slot) {
+        sv_net_log_limited(&sv_resp.log_proto,
+                           "closed the connection of "
                            "%s (LID %u, process %u): a request from QP 0x%x "
-                           "LID %u, which is not its own", inet_ntoa(in),
-                           (unsigned)p->lid, (unsigned)p->slot,
+                           "LID %u, which is not its own",
+                           inet_ntoa(in), (unsigned)p->lid, (unsigned)p->slot,
                            (unsigned)h->src_qpn, (unsigned)h->src_lid);
         return 0;
     }
     if (h->length > (h->kind == SV_NET_REQ_UD ? SV_MTU : SV_MAX_MSG)) {
-        sv_net_log_limited(&sv_resp.log_proto, "closed the connection of "
-                           "%s: a request of %llu bytes", inet_ntoa(in),
-                           (unsigned long long)h->length);
+        sv_net_log_limited(&sv_resp.log_proto,
+                           "closed the connection of "
+                           "%s: a request of %llu bytes",
+                           inet_ntoa(in), (unsigned long long)h->length);
         return 0;
     }
     return 1;
@@ -872,15 +879,18 @@ static void sv_net_accepted(int fd, const struct sockaddr_in *sa)
         int preauth = sv_resp.npreauth >= SV_NET_MAX_PREAUTH;
 
         pthread_mutex_unlock(&sv_resp.lock);
-        sv_net_log_limited(&sv_resp.log_refused, "refused a connection "
-                           "from %s: %s", inet_ntoa(in), preauth ?
-                           "too many connections in their handshake" :
-                           "SOFTVERBS_NET_MAX_CONNS connections are served");
+        sv_net_log_limited(
+                &sv_resp.log_refused,
+                "refused a connection "
+                "from %s: %s",
+                inet_ntoa(in),
+                preauth ? "too many connections in their handshake" :
+                          "SOFTVERBS_NET_MAX_CONNS connections are served");
         close(fd);
         free(p);
         return;
     }
-    p->next      = sv_resp.peers;
+    p->next       = sv_resp.peers;
     sv_resp.peers = p;
     __atomic_add_fetch(&sv_resp.npeers, 1, __ATOMIC_SEQ_CST);
     ++sv_resp.npreauth;
@@ -930,14 +940,15 @@ static void *sv_net_listener(void *arg)
                 continue;
             }
             len = sizeof(sa);
-            fd  = accept4(pfd[i].fd, (struct sockaddr *)&sa, &len,
-                          SOCK_CLOEXEC);
+            fd = accept4(pfd[i].fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
             if (fd < 0) {
-                if (errno == EMFILE || errno == ENFILE ||
-                    errno == ENOBUFS || errno == ENOMEM) {
-                    sv_net_log_limited(&sv_resp.log_accept, "cannot accept "
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                    errno == ENOMEM) {
+                    sv_net_log_limited(&sv_resp.log_accept,
+                                       "cannot accept "
                                        "connections: %s; trying again "
-                                       "later", strerror(errno));
+                                       "later",
+                                       strerror(errno));
                     backoff = backoff ? backoff * 2 : SV_NET_BACKOFF_MIN_NS;
                     if (backoff > SV_NET_BACKOFF_MAX_NS) {
                         backoff = SV_NET_BACKOFF_MAX_NS;

@@ -256,7 +256,7 @@ SV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 {
     sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq, **pp;
-    sv_context_t *ctx = sv_ctx(ibsrq->context);
+    sv_context_t *ctx  = sv_ctx(ibsrq->context);
 
     pthread_mutex_lock(&ctx->async_lock);
     for (pp = &ctx->srqs; *pp != NULL; pp = &(*pp)->ctx_next) {

@@ -176,39 +176,40 @@ TH_TEST_TIMEOUT(build, export_patches, 300)
 
     n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     TH_ASSERT(n > 0);
-    exe[n] = '\0';
+    exe[n]             = '\0';
     *strrchr(exe, '/') = '\0'; /* build/test: the pristine tree is beside */
 
-    status = th_run_cmd(&out,
-        "set -e; src=%s; pristine=%s/../ucx/pristine; d=$(mktemp -d); "
-        "trap 'rm -rf $d' EXIT; "
-        "test -f $pristine/configure.ac; "
-        "$src/contrib/export-patches.sh -o $d/p -s $pristine "
-        "    --apply-to $d/tree > $d/log 2>&1 || { cat $d/log; exit 1; }; "
-        "dirs=$(cd $src/src && find . -type f ! -name '*~' ! -name '.*' | "
-        "       xargs -n1 dirname | sort -u | wc -l); "
-        "glue=$(ls $src/contrib/ucx-glue/*.patch | wc -l); "
-        "got=$(ls $d/p/*.patch | wc -l); "
-        "echo \"patches: $got, expected $dirs + $glue\"; "
-        "test $got -eq $((dirs + glue)); "
-        "(cd $src/src && find . -type f ! -name '*~' ! -name '.*') | "
-        "    while read -r f; do cmp $src/src/$f $d/tree/src/$f; done; "
-        /* taking the glue back out, last first, and the new files, leaves
+    status = th_run_cmd(
+            &out,
+            "set -e; src=%s; pristine=%s/../ucx/pristine; d=$(mktemp -d); "
+            "trap 'rm -rf $d' EXIT; "
+            "test -f $pristine/configure.ac; "
+            "$src/contrib/export-patches.sh -o $d/p -s $pristine "
+            "    --apply-to $d/tree > $d/log 2>&1 || { cat $d/log; exit 1; }; "
+            "dirs=$(cd $src/src && find . -type f ! -name '*~' ! -name '.*' | "
+            "       xargs -n1 dirname | sort -u | wc -l); "
+            "glue=$(ls $src/contrib/ucx-glue/*.patch | wc -l); "
+            "got=$(ls $d/p/*.patch | wc -l); "
+            "echo \"patches: $got, expected $dirs + $glue\"; "
+            "test $got -eq $((dirs + glue)); "
+            "(cd $src/src && find . -type f ! -name '*~' ! -name '.*') | "
+            "    while read -r f; do cmp $src/src/$f $d/tree/src/$f; done; "
+            /* taking the glue back out, last first, and the new files, leaves
          * pristine UCX: the series holds the glue, and nothing else */
-        "cp -a $d/tree $d/back; "
-        "for p in $(ls -r $src/contrib/ucx-glue/*.patch); do "
-        "    (cd $d/back && git apply -R $p) || "
-        "        { echo \"glue not in the series: $p\"; exit 1; }; "
-        "done; "
-        "(cd $src/src && find . -type f ! -name '*~' ! -name '.*') | "
-        "    while read -r f; do rm $d/back/src/$f; "
-        "        rmdir -p --ignore-fail-on-non-empty "
-        "            $(dirname $d/back/src/$f); done; "
-        "diff -r $pristine $d/back; "
-        "grep -l '^Subject: ' $d/p/*.patch | wc -l | "
-        "    xargs test $((dirs + glue)) -eq; "
-        "echo export ok",
-        TH_SRCDIR, exe);
+            "cp -a $d/tree $d/back; "
+            "for p in $(ls -r $src/contrib/ucx-glue/*.patch); do "
+            "    (cd $d/back && git apply -R $p) || "
+            "        { echo \"glue not in the series: $p\"; exit 1; }; "
+            "done; "
+            "(cd $src/src && find . -type f ! -name '*~' ! -name '.*') | "
+            "    while read -r f; do rm $d/back/src/$f; "
+            "        rmdir -p --ignore-fail-on-non-empty "
+            "            $(dirname $d/back/src/$f); done; "
+            "diff -r $pristine $d/back; "
+            "grep -l '^Subject: ' $d/p/*.patch | wc -l | "
+            "    xargs test $((dirs + glue)) -eq; "
+            "echo export ok",
+            TH_SRCDIR, exe);
     th_log("%s", out);
     TH_ASSERT_EQ(status, 0);
     TH_ASSERT(strstr(out, "export ok") != NULL);

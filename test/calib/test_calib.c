@@ -713,8 +713,8 @@ TH_TEST(calib, bad_hand_written_model)
 }
 
 /* the value of key in the tool's parsable output (in out) */
-static const char *calib_out_value(const char *out, const char *key,
-                                   char *value, size_t max)
+static const char *
+calib_out_value(const char *out, const char *key, char *value, size_t max)
 {
     char pat[64];
     const char *p;
@@ -735,13 +735,24 @@ static const char *calib_out_value(const char *out, const char *key,
  * file as their source; -P plots it (a PNG, by gnuplot) */
 TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
 {
-    static const char *keys[] = {
-        "reg_resident_c", "reg_resident_m", "reg_nonresident_m", "dereg_c",
-        "xfer_fault_m", "copy_fault_m", "copy_bw_4194304", "net_latency",
-        "net_bw", "net_gap", "engine_thread_bw", "engine_thread_net_overlap",
-        "sp_c0", "sp_thresh", "sp_sub", "zcopy_thresh_resident",
-        "zcopy_thresh_nonresident", "engine_choice"
-    };
+    static const char *keys[] = {"reg_resident_c",
+                                 "reg_resident_m",
+                                 "reg_nonresident_m",
+                                 "dereg_c",
+                                 "xfer_fault_m",
+                                 "copy_fault_m",
+                                 "copy_bw_4194304",
+                                 "net_latency",
+                                 "net_bw",
+                                 "net_gap",
+                                 "engine_thread_bw",
+                                 "engine_thread_net_overlap",
+                                 "sp_c0",
+                                 "sp_thresh",
+                                 "sp_sub",
+                                 "zcopy_thresh_resident",
+                                 "zcopy_thresh_nonresident",
+                                 "engine_choice"};
     char dir[64], path[128], png[128], value[64], measured[64];
     char *out_measured, *out_file, *out;
     unsigned char magic[8];
@@ -751,18 +762,25 @@ TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
     calib_env(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/model", dir);
     snprintf(png, sizeof(png), "%s/plot.png", dir);
-    TH_ASSERT_EQ(th_run_cmd(&out, "%s/bin/ucx_hcr_calib -d " CALIB_DEV
-                            " -m > %s", th_prefix(), path), 0);
+    TH_ASSERT_EQ(th_run_cmd(&out,
+                            "%s/bin/ucx_hcr_calib -d " CALIB_DEV " -m > %s",
+                            th_prefix(), path),
+                 0);
     free(out);
-    TH_ASSERT_EQ(th_run_cmd(&out_measured, "%s/bin/ucx_hcr_calib -d "
-                            CALIB_DEV " -p", th_prefix()), 0);
-    TH_ASSERT_EQ(th_run_cmd(&out_file, "UCX_HCR_CALIB_FILE=%s "
-                            "%s/bin/ucx_hcr_calib -d " CALIB_DEV " -p", path,
-                            th_prefix()), 0);
+    TH_ASSERT_EQ(th_run_cmd(&out_measured,
+                            "%s/bin/ucx_hcr_calib -d " CALIB_DEV " -p",
+                            th_prefix()),
+                 0);
+    TH_ASSERT_EQ(th_run_cmd(&out_file,
+                            "UCX_HCR_CALIB_FILE=%s "
+                            "%s/bin/ucx_hcr_calib -d " CALIB_DEV " -p",
+                            path, th_prefix()),
+                 0);
     TH_ASSERT_STR_EQ(calib_out_value(out_measured, "source", value,
-                                     sizeof(value)), "cache");
-    TH_ASSERT_STR_EQ(calib_out_value(out_file, "source", value,
-                                     sizeof(value)), "file");
+                                     sizeof(value)),
+                     "cache");
+    TH_ASSERT_STR_EQ(calib_out_value(out_file, "source", value, sizeof(value)),
+                     "file");
     for (i = 0; i < sizeof(keys) / sizeof(keys[0]); ++i) {
         calib_out_value(out_measured, keys[i], measured, sizeof(measured));
         calib_out_value(out_file, keys[i], value, sizeof(value));
@@ -777,8 +795,10 @@ TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
     free(out_measured);
     free(out_file);
 
-    TH_ASSERT_EQ(th_run_cmd(&out, "%s/bin/ucx_hcr_calib -d " CALIB_DEV
-                            " -P %s 2>&1", th_prefix(), png), 0);
+    TH_ASSERT_EQ(th_run_cmd(&out,
+                            "%s/bin/ucx_hcr_calib -d " CALIB_DEV " -P %s 2>&1",
+                            th_prefix(), png),
+                 0);
     free(out);
     f = fopen(png, "rb");
     TH_ASSERT(f != NULL);

@@ -27,34 +27,32 @@
 #include <unistd.h>
 
 /* the device name the in-process tests give their fake measurement */
-#define HARD_DEV         "hardtest0"
+#define HARD_DEV "hardtest0"
 /* the second uid of the two-user tests (nobody) */
-#define HARD_OTHER_UID   65534
+#define HARD_OTHER_UID 65534
 /* how long a call that must not block may take */
 #define HARD_BLOCK_LIMIT 10
 
 
 /* a valid model; tests replace one of its lines */
-static const char *hard_lines[] = {
-    "reg_resident 5e-06 1e-10",
-    "reg_nonresident 5e-06 3e-10",
-    "dereg 2e-06 1e-11",
-    "copy_fault 0 2.5e-10",
-    "xfer_fault 1e-06 2e-10",
-    "copy 16384 4e10",
-    "copy 67108864 8e9",
-    "net_latency 1e-06",
-    "net_bw 7e9",
-    "net_gap 2e-06",
-    "engine memcpy 1e-07 1e-07 8e9 0 0",
-    "measure_time 0.2",
-    NULL
-};
+static const char *hard_lines[] = {"reg_resident 5e-06 1e-10",
+                                   "reg_nonresident 5e-06 3e-10",
+                                   "dereg 2e-06 1e-11",
+                                   "copy_fault 0 2.5e-10",
+                                   "xfer_fault 1e-06 2e-10",
+                                   "copy 16384 4e10",
+                                   "copy 67108864 8e9",
+                                   "net_latency 1e-06",
+                                   "net_bw 7e9",
+                                   "net_gap 2e-06",
+                                   "engine memcpy 1e-07 1e-07 8e9 0 0",
+                                   "measure_time 0.2",
+                                   NULL};
 
 /* the model's text with the line starting with @a key (and, for "copy" and
  * "engine", its second word) replaced by @a line, or @a line appended */
-static void hard_model_text(char *buf, size_t max, const char *key,
-                            const char *line)
+static void
+hard_model_text(char *buf, size_t max, const char *key, const char *line)
 {
     size_t len = 0, klen = (key != NULL) ? strlen(key) : 0;
     int replaced = 0;
@@ -64,7 +62,7 @@ static void hard_model_text(char *buf, size_t max, const char *key,
     for (l = hard_lines; *l != NULL; ++l) {
         if ((key != NULL) && !replaced && !strncmp(*l, key, klen) &&
             ((*l)[klen] == ' ')) {
-            len     += snprintf(buf + len, max - len, "%s\n", line);
+            len += snprintf(buf + len, max - len, "%s\n", line);
             replaced = 1;
         } else {
             len += snprintf(buf + len, max - len, "%s\n", *l);
@@ -109,7 +107,7 @@ static ucs_status_t hard_read_text(const char *text, ucs_calib_model_t *model)
 
 /* stdout and stderr (UCX logs to stdout) into a file, and back */
 typedef struct {
-    int  saved[2];
+    int saved[2];
     char path[64];
 } hard_capture_t;
 
@@ -178,38 +176,38 @@ static const struct {
     const char *key;
     const char *line;
 } hard_bad_lines[] = {
-    /* item 7: UCX's selection asserted on these (score >= 0, weight > 0) */
-    {"net_latency", "net_latency -1e-6"},
-    {"net_latency", "net_latency nan"},
-    {"net_gap", "net_gap -2e-6"},
-    {"net_gap", "net_gap NAN"},
-    {"net_bw", "net_bw inf"},
-    {"net_bw", "net_bw 1e300"},
-    {"copy", "copy 16384 inf"},
-    /* item 8: silently accepted nonsense */
-    {"reg_resident", "reg_resident -5e-6 1e-10"},
-    {"reg_resident", "reg_resident 5e-6 -1e-10"},
-    {"reg_nonresident", "reg_nonresident nan 1e-10"},
-    {"dereg", "dereg -1e-6 0"},
-    {"copy_fault", "copy_fault 0 inf"},
-    {"xfer_fault", "xfer_fault -1 0"},
-    {"copy", "copy 0.5 1e10"},
-    {"copy", "copy 1e30 1e10"},
-    {"copy", "copy 4096.5 1e10"},
-    {"copy", "copy -4096 1e10"},
-    {"copy", "copy 16384 -4e10"},
-    {"engine memcpy", "engine memcpy 1e-7 1e-7 8e9 -2.85 0"},
-    {"engine memcpy", "engine memcpy 1e-7 1e-7 8e9 1.5 0"},
-    {"engine memcpy", "engine memcpy nan 1e-7 8e9 0.5 0"},
-    {"engine memcpy", "engine memcpy 1e-7 1e-7 inf 0.5 0"},
-    {"engine memcpy", "engine memcpy 1e-7 1e-7 8e9 0.5 -1e-9"},
-    {"measure_time", "measure_time nan"},
-    {"measure_time", "measure_time -1"},
-    /* a value with something after it, or a missing one */
-    {"net_bw", "net_bw 7e9 junk"},
-    {"net_bw", "net_bw 7e9x"},
-    {"dereg", "dereg 2e-6"},
-    {"net_gap", "net_gap 2e-6 1e-6"},
+        /* item 7: UCX's selection asserted on these (score >= 0, weight > 0) */
+        {"net_latency", "net_latency -1e-6"},
+        {"net_latency", "net_latency nan"},
+        {"net_gap", "net_gap -2e-6"},
+        {"net_gap", "net_gap NAN"},
+        {"net_bw", "net_bw inf"},
+        {"net_bw", "net_bw 1e300"},
+        {"copy", "copy 16384 inf"},
+        /* item 8: silently accepted nonsense */
+        {"reg_resident", "reg_resident -5e-6 1e-10"},
+        {"reg_resident", "reg_resident 5e-6 -1e-10"},
+        {"reg_nonresident", "reg_nonresident nan 1e-10"},
+        {"dereg", "dereg -1e-6 0"},
+        {"copy_fault", "copy_fault 0 inf"},
+        {"xfer_fault", "xfer_fault -1 0"},
+        {"copy", "copy 0.5 1e10"},
+        {"copy", "copy 1e30 1e10"},
+        {"copy", "copy 4096.5 1e10"},
+        {"copy", "copy -4096 1e10"},
+        {"copy", "copy 16384 -4e10"},
+        {"engine memcpy", "engine memcpy 1e-7 1e-7 8e9 -2.85 0"},
+        {"engine memcpy", "engine memcpy 1e-7 1e-7 8e9 1.5 0"},
+        {"engine memcpy", "engine memcpy nan 1e-7 8e9 0.5 0"},
+        {"engine memcpy", "engine memcpy 1e-7 1e-7 inf 0.5 0"},
+        {"engine memcpy", "engine memcpy 1e-7 1e-7 8e9 0.5 -1e-9"},
+        {"measure_time", "measure_time nan"},
+        {"measure_time", "measure_time -1"},
+        /* a value with something after it, or a missing one */
+        {"net_bw", "net_bw 7e9 junk"},
+        {"net_bw", "net_bw 7e9x"},
+        {"dereg", "dereg 2e-6"},
+        {"net_gap", "net_gap 2e-6 1e-6"},
 };
 
 #define HARD_NUM_BAD (sizeof(hard_bad_lines) / sizeof(hard_bad_lines[0]))
@@ -305,10 +303,10 @@ TH_TEST(calib_hardening, file_error_escapes_bytes)
 
 /* the device part of a measurement, with values a test chooses */
 typedef struct {
-    double overlap;   /* of the memcpy engine */
+    double overlap; /* of the memcpy engine */
     double net_gap;
     double net_bw;
-    int    calls;
+    int calls;
 } hard_measure_t;
 
 static ucs_status_t hard_measure(void *arg, ucs_calib_model_t *model)
@@ -317,14 +315,12 @@ static ucs_status_t hard_measure(void *arg, ucs_calib_model_t *model)
     ucs_calib_engine_t *e;
 
     ++hm->calls;
-    model->reg[UCS_CALIB_PAGES_RESIDENT]    = ucs_linear_func_make(5e-6,
-                                                                   1e-10);
-    model->reg[UCS_CALIB_PAGES_NONRESIDENT] = ucs_linear_func_make(5e-6,
-                                                                   3e-10);
-    model->dereg       = ucs_linear_func_make(2e-6, 1e-11);
-    model->net_latency = 1e-6;
-    model->net_bw      = hm->net_bw;
-    model->net_gap     = hm->net_gap;
+    model->reg[UCS_CALIB_PAGES_RESIDENT]    = ucs_linear_func_make(5e-6, 1e-10);
+    model->reg[UCS_CALIB_PAGES_NONRESIDENT] = ucs_linear_func_make(5e-6, 3e-10);
+    model->dereg                            = ucs_linear_func_make(2e-6, 1e-11);
+    model->net_latency                      = 1e-6;
+    model->net_bw                           = hm->net_bw;
+    model->net_gap                          = hm->net_gap;
 
     /* as if the engine's measurement had come out so */
     e          = &model->engine[UCS_COPY_BACKEND_MEMCPY];
@@ -340,13 +336,13 @@ static const hard_measure_t hard_measure_ok = {0.0, 2e-6, 7e9, 0};
 
 /* ucs_calib_get() in a child process (models are kept per process) */
 typedef struct {
-    ucs_status_t       status;
+    ucs_status_t status;
     ucs_calib_source_t source;
-    ucs_calib_model_t  model;
+    ucs_calib_model_t model;
 } hard_get_t;
 
-static void hard_get_child(const char *dev, const hard_measure_t *hm,
-                           hard_get_t *res)
+static void
+hard_get_child(const char *dev, const hard_measure_t *hm, hard_get_t *res)
 {
     hard_measure_t m = *hm;
     int fds[2], status;
@@ -363,7 +359,7 @@ static void hard_get_child(const char *dev, const hard_measure_t *hm,
         memset(res, 0, sizeof(*res));
         res->status = ucs_calib_get(dev, "", hard_measure, &m, &res->model,
                                     &res->source);
-        n = write(fds[1], res, sizeof(*res));
+        n           = write(fds[1], res, sizeof(*res));
         _exit((n == sizeof(*res)) ? 0 : 1);
     }
 
@@ -432,8 +428,8 @@ TH_TEST(calib_hardening, measured_values_clamped)
 
     /* NaN has no nearest bound: the measurement is refused */
     hard_cache_dir(dir, sizeof(dir));
-    hm         = hard_measure_ok;
-    hm.net_bw  = NAN;
+    hm        = hard_measure_ok;
+    hm.net_bw = NAN;
     hard_get_child(HARD_DEV, &hm, &res);
     TH_ASSERT_EQ(res.status, UCS_ERR_INVALID_PARAM);
     hard_rm_rf(dir);
@@ -545,7 +541,8 @@ TH_TEST(calib_hardening, cache_tmp_file_not_planted)
     TH_ASSERT_UCS_OK(hard_read_text("reg_resident 1e-6 1e-10\n"
                                     "reg_nonresident 1e-6 1e-10\n"
                                     "dereg 1e-6 0\ncopy 4096 1e10\n"
-                                    "net_bw 1e9\n", &model));
+                                    "net_bw 1e9\n",
+                                    &model));
     TH_ASSERT_UCS_OK(ucs_calib_model_write(&model, path));
 
     TH_ASSERT_SYS(stat(victim, &st));
@@ -564,11 +561,12 @@ static void hard_tool_as_other(const char *env, char *source, size_t max)
     char *out, *p;
     int ret;
 
-    ret = th_run_cmd(&out, "env -u HOME -u XDG_CACHE_HOME -u "
+    ret = th_run_cmd(&out,
+                     "env -u HOME -u XDG_CACHE_HOME -u "
                      "UCX_HCR_CALIB_DIR %s UCX_IB_PCI_RELAXED_ORDERING=off "
                      "setpriv --reuid=%d --regid=%d --clear-groups "
-                     "%s/bin/ucx_hcr_calib -d softverbs0 -p 2>&1", env,
-                     HARD_OTHER_UID, HARD_OTHER_UID, th_prefix());
+                     "%s/bin/ucx_hcr_calib -d softverbs0 -p 2>&1",
+                     env, HARD_OTHER_UID, HARD_OTHER_UID, th_prefix());
     th_log("%s", out);
     TH_ASSERT_EQ(ret, 0);
     p = strstr(out, "\nsource=");
@@ -612,8 +610,9 @@ TH_TEST_TIMEOUT(calib_hardening, cache_two_users, 120)
     hard_rm_rf(tmp_dir);
     TH_ASSERT_SYS(mkdir(tmp_dir, 0777));
     TH_ASSERT_SYS(chmod(tmp_dir, 0777));
-    TH_ASSERT_EQ(th_run_cmd(NULL, "cp %s/*.model %s/ && chmod 0666 %s/*",
-                            priv, tmp_dir, tmp_dir), 0);
+    TH_ASSERT_EQ(th_run_cmd(NULL, "cp %s/*.model %s/ && chmod 0666 %s/*", priv,
+                            tmp_dir, tmp_dir),
+                 0);
 
     hard_tool_as_other("", source, sizeof(source));
     TH_ASSERT_STR_EQ(source, "measured");
@@ -688,7 +687,7 @@ static pid_t hard_spawn(const char *cmd, const char *out_path)
         fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 1);
         dup2(fd, 2);
-        execl("/bin/sh", "sh", "-c", cmd, (char*)NULL);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -716,22 +715,23 @@ static void hard_perftest(const char *env, const char *args, double timeout,
     char cmd[2][1024], path[2][64];
     double deadline;
     pid_t pid[2];
-    int port     = 20000 + (getpid() % 20000);
+    int port = 20000 + (getpid() % 20000);
     int i;
 
     for (i = 0; i < 2; ++i) {
         snprintf(path[i], sizeof(path[i]), "/tmp/th-hard-pt%d-%d", i,
                  (int)getpid());
-        snprintf(cmd[i], sizeof(cmd[i]), "exec env %s %s/bin/ucx_perftest "
-                 "-p %d %s %s", env, th_prefix(), port,
-                 (i == 0) ? "" : "127.0.0.1", args);
+        snprintf(cmd[i], sizeof(cmd[i]),
+                 "exec env %s %s/bin/ucx_perftest "
+                 "-p %d %s %s",
+                 env, th_prefix(), port, (i == 0) ? "" : "127.0.0.1", args);
     }
 
     th_log("$ %s", cmd[1]);
     deadline = th_time() + timeout;
     pid[0]   = hard_spawn(cmd[0], path[0]);
     sleep(1); /* the server listens */
-    pid[1]   = hard_spawn(cmd[1], path[1]);
+    pid[1] = hard_spawn(cmd[1], path[1]);
     for (i = 1; i >= 0; --i) {
         rc[i]  = hard_wait_until(pid[i], deadline);
         out[i] = hard_slurp(path[i], 1024 * 1024);
@@ -753,8 +753,9 @@ static void hard_perftest_memlock(const char *tls)
     snprintf(env, sizeof(env), "UCX_TLS=%s SOFTVERBS_MEMLOCK_LIMIT=16M", tls);
     hard_perftest(env, "-t tag_bw -s 4194304 -n 20", 40, rc, out);
     for (i = 0; i < 2; ++i) {
-        th_log("%s: exit %d, %u lines:\n%.3000s", (i == 0) ? "server" :
-               "client", rc[i], hard_lines_of(out[i]), out[i]);
+        th_log("%s: exit %d, %u lines:\n%.3000s",
+               (i == 0) ? "server" : "client", rc[i], hard_lines_of(out[i]),
+               out[i]);
     }
     for (i = 0; i < 2; ++i) {
         TH_ASSERT(rc[i] >= 0); /* ended by itself */
@@ -880,22 +881,20 @@ TH_TEST(calib_hardening, softverbs_memlock_follows_kernel)
 TH_TEST(calib_hardening, settings_reject_negative_and_nan)
 {
     static const char *bad[] = {
-        "UCX_HCR_SPPLN_THRESH=-1",     "UCX_HCR_SPPLN_SLOT_SIZE=-3",
-        "UCX_HCR_SPPLN_C0=-4k",        "UCX_HCR_SPPLN_Q=nan",
-        "UCX_HCR_SPPLN_Q=-2",          "UCX_HCR_SPPLN_Q=inf",
-        "UCX_HCR_SPPLN_GROUPS=0",      "UCX_HCR_SPPLN_GROUPS=-1",
-        "UCX_HCR_COPY_THREADS=0",      "UCX_HCR_COPY_THREADS=-1",
-        "UCX_HCR_COPY_QUEUE_LEN=0",    "UCX_HCR_COPY_CHUNK=-1",
-        "UCX_HCR_COPY_SPIN_TIME=-5us", "UCX_HCR_COPY_SPIN_MAX=nan",
-        "UCX_HCR_RVMA_RING_SIZE=-1",   "UCX_HCR_RVMA_AM_ID=-1",
-        "UCX_HCR_RVMA_READ_MAX=-64k"
-    };
+            "UCX_HCR_SPPLN_THRESH=-1",     "UCX_HCR_SPPLN_SLOT_SIZE=-3",
+            "UCX_HCR_SPPLN_C0=-4k",        "UCX_HCR_SPPLN_Q=nan",
+            "UCX_HCR_SPPLN_Q=-2",          "UCX_HCR_SPPLN_Q=inf",
+            "UCX_HCR_SPPLN_GROUPS=0",      "UCX_HCR_SPPLN_GROUPS=-1",
+            "UCX_HCR_COPY_THREADS=0",      "UCX_HCR_COPY_THREADS=-1",
+            "UCX_HCR_COPY_QUEUE_LEN=0",    "UCX_HCR_COPY_CHUNK=-1",
+            "UCX_HCR_COPY_SPIN_TIME=-5us", "UCX_HCR_COPY_SPIN_MAX=nan",
+            "UCX_HCR_RVMA_RING_SIZE=-1",   "UCX_HCR_RVMA_AM_ID=-1",
+            "UCX_HCR_RVMA_READ_MAX=-64k"};
     unsigned i;
     char *out;
 
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
-        th_run_cmd(&out, "env %s %s/bin/ucx_info -c 2>&1", bad[i],
-                   th_prefix());
+        th_run_cmd(&out, "env %s %s/bin/ucx_info -c 2>&1", bad[i], th_prefix());
         if (strstr(out, "Invalid value") == NULL) {
             TH_FAIL("%s was accepted", bad[i]);
         }
@@ -903,9 +902,12 @@ TH_TEST(calib_hardening, settings_reject_negative_and_nan)
     }
 
     /* and what they refuse is not what is valid */
-    TH_ASSERT_EQ(th_run_cmd(&out, "env UCX_HCR_SPPLN_Q=2.5 "
+    TH_ASSERT_EQ(th_run_cmd(&out,
+                            "env UCX_HCR_SPPLN_Q=2.5 "
                             "UCX_HCR_COPY_THREADS=2 UCX_HCR_SPPLN_THRESH=inf "
-                            "%s/bin/ucx_info -c 2>&1", th_prefix()), 0);
+                            "%s/bin/ucx_info -c 2>&1",
+                            th_prefix()),
+                 0);
     TH_ASSERT(strstr(out, "Invalid value") == NULL);
     TH_ASSERT(strstr(out, "UCX_HCR_SPPLN_Q=2.500") != NULL);
     TH_ASSERT(strstr(out, "UCX_HCR_SPPLN_THRESH=inf") != NULL);
@@ -920,8 +922,8 @@ TH_TEST_TIMEOUT(calib_hardening, settings_errors_print_auto, 90)
         const char *env;
         const char *expect;
     } cases[] = {
-        {"UCX_HCR_SPPLN_SLOT_SIZE=auto", "slot auto"},
-        {"UCX_HCR_SPPLN_Q=0.5", "UCX_HCR_SPPLN_Q=0.5: need 0"},
+            {"UCX_HCR_SPPLN_SLOT_SIZE=auto", "slot auto"},
+            {"UCX_HCR_SPPLN_Q=0.5", "UCX_HCR_SPPLN_Q=0.5: need 0"},
     };
     char env[256], *out[2];
     unsigned i;
@@ -944,8 +946,8 @@ TH_TEST_TIMEOUT(calib_hardening, settings_errors_print_auto, 90)
 
 /* ---- the model file fuzzer ---------------------------------------------- */
 
-#define HARD_FUZZ_SEED    0x5eedca1bULL
-#define HARD_FUZZ_CASES   3000
+#define HARD_FUZZ_SEED  0x5eedca1bULL
+#define HARD_FUZZ_CASES 3000
 
 static uint64_t hard_rand_state;
 
@@ -965,16 +967,22 @@ static unsigned hard_rand_below(unsigned n)
 
 /* numbers a mutation puts in place of one: bad ones, edge ones, fine ones */
 static const char *hard_fuzz_numbers[] = {
-    "nan", "-nan", "inf", "-inf", "INF", "NaN(0x1)", "1e308", "1e-320",
-    "-1", "-0", "0", "1", "0.5", "1e30", "1e13", "1e14", "1e6", "999999",
-    "0x1p-20", "4096", "18446744073709551615", "1e-6", "1e-7", "2e9", "",
-    "1e", "--1", "1..2", "+7e9", "7e9junk", "0x", "1e-300"
-};
+        "nan",     "-nan",   "inf",
+        "-inf",    "INF",    "NaN(0x1)",
+        "1e308",   "1e-320", "-1",
+        "-0",      "0",      "1",
+        "0.5",     "1e30",   "1e13",
+        "1e14",    "1e6",    "999999",
+        "0x1p-20", "4096",   "18446744073709551615",
+        "1e-6",    "1e-7",   "2e9",
+        "",        "1e",     "--1",
+        "1..2",    "+7e9",   "7e9junk",
+        "0x",      "1e-300"};
 
 static void hard_fuzz_mutate(char *text, size_t max)
 {
     char tmp[4096], *p, *q;
-    size_t len = strlen(text), pos;
+    size_t len    = strlen(text), pos;
     unsigned kind = hard_rand_below(8), i, n;
 
     switch (kind) {
@@ -1004,8 +1012,9 @@ static void hard_fuzz_mutate(char *text, size_t max)
         }
         q = p + strcspn(p, " \n");
         snprintf(tmp, sizeof(tmp), "%.*s%s%s", (int)(p - text), text,
-                 hard_fuzz_numbers[hard_rand_below(
-                     sizeof(hard_fuzz_numbers) / sizeof(char*))], q);
+                 hard_fuzz_numbers[hard_rand_below(sizeof(hard_fuzz_numbers) /
+                                                   sizeof(char *))],
+                 q);
         snprintf(text, max, "%s", tmp);
         break;
     case 3: /* cut the file */
@@ -1061,8 +1070,8 @@ static int hard_linear_ok(ucs_linear_func_t f)
  * from it finite and not negative; else what is wrong */
 static const char *hard_fuzz_check_model(ucs_calib_model_t *m)
 {
-    static const size_t sizes[] = {1, 4096, 65536, UCS_MBYTE, 64 * UCS_MBYTE,
-                                   UCS_GBYTE};
+    static const size_t sizes[] = {1,         4096,           65536,
+                                   UCS_MBYTE, 64 * UCS_MBYTE, UCS_GBYTE};
     const ucs_calib_engine_t *e;
     ucs_calib_derived_t d;
     unsigned i, ok;
@@ -1075,8 +1084,7 @@ static const char *hard_fuzz_check_model(ucs_calib_model_t *m)
          HARD_IN(m->measure_time, 0.0, 3600.0) && (m->num_copy >= 1) &&
          (m->num_copy <= UCS_CALIB_MAX_COPY_POINTS);
     for (i = 0; ok && (i < m->num_copy); ++i) {
-        ok = HARD_IN(m->copy[i].size, 1, UCS_TBYTE) &&
-             HARD_BW(m->copy[i].bw) &&
+        ok = HARD_IN(m->copy[i].size, 1, UCS_TBYTE) && HARD_BW(m->copy[i].bw) &&
              ((i == 0) || (m->copy[i].size > m->copy[i - 1].size));
     }
     for (i = 0; ok && (i < UCS_COPY_BACKEND_LAST); ++i) {
@@ -1165,7 +1173,7 @@ TH_TEST_TIMEOUT(calib_hardening, model_file_fuzzer, 120)
         }
     }
     unlink(path);
-    log = hard_capture_stop(&cap);
+    log    = hard_capture_stop(&cap);
     errors = hard_count(log, "calibration model");
     free(log);
     if (problem != NULL) {
@@ -1174,9 +1182,9 @@ TH_TEST_TIMEOUT(calib_hardening, model_file_fuzzer, 120)
 
     th_log("fuzzer: seed 0x%llx, %u mutated files: %u accepted (all within "
            "bounds), %u refused; %u of %u known-bad files refused; %u error "
-           "lines; %.1f s", (unsigned long long)HARD_FUZZ_SEED,
-           HARD_FUZZ_CASES, accepted, refused, bad_refused, HARD_FUZZ_CASES,
-           errors, th_time() - start);
+           "lines; %.1f s",
+           (unsigned long long)HARD_FUZZ_SEED, HARD_FUZZ_CASES, accepted,
+           refused, bad_refused, HARD_FUZZ_CASES, errors, th_time() - start);
     TH_ASSERT_EQ(bad_refused, HARD_FUZZ_CASES);
     /* one error per refused file */
     TH_ASSERT_EQ(errors, refused + bad_refused);

@@ -189,14 +189,14 @@ TH_TEST(copy_engine, queue_full)
  * resolver thread fills the pages, which it does only once the request
  * named in 'release_after' has a final status. */
 typedef struct {
-    int            uffd;
-    uint8_t        *region;    /* registered, missing until resolved */
-    uint8_t        *contents;  /* what it then holds */
-    size_t         size;
+    int uffd;
+    uint8_t *region; /* registered, missing until resolved */
+    uint8_t *contents; /* what it then holds */
+    size_t size;
     ucs_copy_req_t *release_after;
-    volatile int   faulted;    /* a helper is blocked in the region */
-    int            timed_out;  /* release_after did not end in 10 s */
-    pthread_t      thread;
+    volatile int faulted; /* a helper is blocked in the region */
+    int timed_out; /* release_after did not end in 10 s */
+    pthread_t thread;
 } engine_stall_t;
 
 static void *engine_stall_resolver(void *arg)
@@ -208,7 +208,7 @@ static void *engine_stall_resolver(void *arg)
 
     if ((read(st->uffd, &msg, sizeof(msg)) != sizeof(msg)) ||
         (msg.event != UFFD_EVENT_PAGEFAULT)) {
-        return (void*)1;
+        return (void *)1;
     }
     st->faulted = 1;
     /* not forever: a request that never ends must fail the test, not hang
@@ -225,7 +225,7 @@ static void *engine_stall_resolver(void *arg)
     copy.src  = (uintptr_t)st->contents;
     copy.len  = st->size;
     copy.mode = 0;
-    return (ioctl(st->uffd, UFFDIO_COPY, &copy) == 0) ? NULL : (void*)1;
+    return (ioctl(st->uffd, UFFDIO_COPY, &copy) == 0) ? NULL : (void *)1;
 }
 
 static void engine_stall_init(engine_stall_t *st, size_t size,
@@ -251,8 +251,8 @@ static void engine_stall_init(engine_stall_t *st, size_t size,
     reg.range.len   = size;
     reg.mode        = UFFDIO_REGISTER_MODE_MISSING;
     TH_ASSERT_EQ(ioctl(st->uffd, UFFDIO_REGISTER, &reg), 0);
-    TH_ASSERT_EQ(pthread_create(&st->thread, NULL, engine_stall_resolver,
-                                st), 0);
+    TH_ASSERT_EQ(pthread_create(&st->thread, NULL, engine_stall_resolver, st),
+                 0);
 }
 
 static void engine_stall_cleanup(engine_stall_t *st)
@@ -273,7 +273,10 @@ static void engine_stall_cleanup(engine_stall_t *st)
  * canceled the rest, so the outcome does not depend on timing. */
 TH_TEST(copy_engine, destroy_in_flight)
 {
-    enum { N = 16, SIZE = 1024 * 1024 };
+    enum {
+        N    = 16,
+        SIZE = 1024 * 1024
+    };
     ucs_copy_req_t req[N];
     ucs_copy_engine_t *engine;
     engine_stall_t stall;
@@ -327,7 +330,8 @@ TH_TEST(copy_engine, destroy_in_flight)
         }
     }
     th_log("destroy with a copy running and %d queued: %d done, %d "
-           "canceled", N - 2, ok, canceled);
+           "canceled",
+           N - 2, ok, canceled);
     TH_ASSERT_EQ(ucs_copy_req_test(&req[0]), UCS_OK);
     TH_ASSERT_EQ(ucs_copy_req_test(&req[1]), UCS_OK);
     TH_ASSERT_EQ(ok, 2);
@@ -525,7 +529,7 @@ static uint64_t engine_paced_wakeups(ucs_copy_engine_t *engine,
 static void engine_idle_host_view(void)
 {
     static const char idle[] = "0.00 0.00 0.00 1/100 1\n";
-    char path[] = "/tmp/th-loadavg-XXXXXX";
+    char path[]              = "/tmp/th-loadavg-XXXXXX";
     int fd;
 
     fd = mkstemp(path);

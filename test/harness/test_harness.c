@@ -128,31 +128,37 @@ TH_TEST(harness, unexpected_skip_fails)
     TH_ASSERT(write(fd, "# comment\nselftest.no_such  why\n", 32) == 32);
     close(fd);
 
-    status = th_run_cmd(&out, "env -u TH_ALLOW_SKIPS -u TH_SUMMARY_NOTE "
+    status = th_run_cmd(&out,
+                        "env -u TH_ALLOW_SKIPS -u TH_SUMMARY_NOTE "
                         "TH_SELFTEST=1 /proc/%d/exe -x %s 'selftest.pass' "
-                        "'selftest.skip' 2>&1", getpid(), path);
+                        "'selftest.skip' 2>&1",
+                        getpid(), path);
     TH_ASSERT_EQ(status, 1);
     expect(out, "\nskipped, not in ");
     expect(out, "\n  selftest.skip: no frobnicator on this host\n");
     expect(out, "\n1 passed, 0 failed, 1 skipped (1 not expected: a "
-           "failure)\n");
+                "failure)\n");
     free(out);
 
-    status = th_run_cmd(&out, "env -u TH_SUMMARY_NOTE TH_ALLOW_SKIPS=1 "
+    status = th_run_cmd(&out,
+                        "env -u TH_SUMMARY_NOTE TH_ALLOW_SKIPS=1 "
                         "TH_SELFTEST=1 /proc/%d/exe -x %s 'selftest.pass' "
-                        "'selftest.skip' 2>&1", getpid(), path);
+                        "'selftest.skip' 2>&1",
+                        getpid(), path);
     TH_ASSERT_EQ(status, 0);
     expect(out, "\n1 passed, 0 failed, 1 skipped (1 not expected, allowed "
-           "by TH_ALLOW_SKIPS)\n");
+                "by TH_ALLOW_SKIPS)\n");
     free(out);
 
     fd = open(path, O_WRONLY | O_APPEND);
     TH_ASSERT(fd >= 0);
     TH_ASSERT(write(fd, "selftest.sk*  no frobnicator\n", 29) == 29);
     close(fd);
-    status = th_run_cmd(&out, "env -u TH_ALLOW_SKIPS TH_SUMMARY_NOTE='a note' "
+    status = th_run_cmd(&out,
+                        "env -u TH_ALLOW_SKIPS TH_SUMMARY_NOTE='a note' "
                         "TH_SELFTEST=1 /proc/%d/exe -x %s 'selftest.pass' "
-                        "'selftest.skip' 2>&1", getpid(), path);
+                        "'selftest.skip' 2>&1",
+                        getpid(), path);
     TH_ASSERT_EQ(status, 0);
     TH_ASSERT(strstr(out, "skipped, not in") == NULL);
     expect(out, "\n1 passed, 0 failed, 1 skipped (0 not expected); a note\n");

@@ -298,7 +298,7 @@ static void th_usage(const char *prog)
 #define TH_MAX_EXPECTED 64
 
 typedef struct {
-    int  count;
+    int count;
     char *glob[TH_MAX_EXPECTED];
 } th_expected_t;
 
@@ -353,7 +353,7 @@ int main(int argc, char **argv)
 {
     int passed = 0, failed = 0, skipped = 0, list = 0, verbose = 0;
     int unexpected = 0, allow_skips = th_env_set("TH_ALLOW_SKIPS");
-    th_expected_t expected = {0};
+    th_expected_t expected    = {0};
     const char *expected_path = NULL, *note = getenv("TH_SUMMARY_NOTE");
     /* the skips that no entry of the -x file allows */
     char *skips      = NULL;
@@ -458,7 +458,8 @@ int main(int argc, char **argv)
     if (expected_path != NULL) {
         printf(" (%d not expected%s)", unexpected,
                (unexpected && allow_skips) ? ", allowed by TH_ALLOW_SKIPS" :
-               unexpected ? ": a failure" : "");
+               unexpected                  ? ": a failure" :
+                                             "");
     }
     if ((note != NULL) && (note[0] != '\0')) {
         printf("; %s", note);

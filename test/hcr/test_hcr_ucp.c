@@ -104,7 +104,7 @@ typedef struct {
     int      received;
     int      errors;
     th_ucp_t *ucp;
-    uint8_t  *buf;
+    uint8_t *buf;
     size_t   rndv_len;
     uint64_t seed;
 } hcr_ucp_am_rx_t;
@@ -214,9 +214,11 @@ static void hcr_ucp_am_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
             hdr.seed   = 500 + i;
             hdr.length = hcr_ucp_sizes[i];
             th_fill_pattern(buf, hcr_ucp_sizes[i], hdr.seed);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                    ucp_am_send_nbx(ucp.ep, 3, &hdr, sizeof(hdr), buf,
-                                    hcr_ucp_sizes[i], &param), 60.0));
+            TH_ASSERT_UCS_OK(
+                    th_ucp_wait(&ucp,
+                                ucp_am_send_nbx(ucp.ep, 3, &hdr, sizeof(hdr),
+                                                buf, hcr_ucp_sizes[i], &param),
+                                60.0));
         }
         th_ucp_flush_barrier(&ucp, oob);
     } else {

@@ -362,8 +362,8 @@ static void hcr_t_rma_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
                 }
                 if (got[length] != 0xa5) {
                     TH_FAIL("%s %s length %zu misalign %d: wrote past the "
-                            "end", (char*)arg, hcr_t_op_names[op], length,
-                            misalign);
+                            "end",
+                            (char *)arg, hcr_t_op_names[op], length, misalign);
                 }
             }
             check[0] = th_checksum(ctx.buf + 1 + misalign, length);
@@ -903,9 +903,9 @@ static void hcr_t_notify_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 
 typedef struct {
     uct_completion_t super;
-    int              calls;
+    int calls;
     int              canceled;
-    ucs_status_t     status;
+    ucs_status_t status;
 } hcr_t_count_comp_t;
 
 static void hcr_t_count_cb(uct_completion_t *self)
@@ -988,8 +988,8 @@ static void hcr_t_cancel_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         }
         canceled += ops[i].canceled;
     }
-    th_log("%s: %d puts, %d canceled by flush(CANCEL), flush %s",
-           (char*)arg, posted, canceled, ucs_status_string(flush.status));
+    th_log("%s: %d puts, %d canceled by flush(CANCEL), flush %s", (char *)arg,
+           posted, canceled, ucs_status_string(flush.status));
     TH_ASSERT_EQ(flush.calls, 1);
     TH_ASSERT_GT(canceled, 0);
     th_oob_send(oob, 1, "d", 1);
@@ -1054,7 +1054,7 @@ static void hcr_t_killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     double deadline;
     uct_iov_t iov;
     uint64_t seq = 0;
-    int ok = 0;
+    int ok       = 0;
 
     hcr_t_err_mode = 1;
     setenv("UCX_RC_TIMEOUT", "100ms", 1);
@@ -1063,7 +1063,7 @@ static void hcr_t_killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     th_oob_barrier(oob);
     deadline = th_time() + 90.0;
     if (rank == 1) {
-        landed = (volatile uint64_t*)ctx.buf;
+        landed = (volatile uint64_t *)ctx.buf;
         while (*landed < HCR_T_KILL_AFTER) {
             TH_ASSERT(th_time() < deadline);
         }
@@ -1093,7 +1093,7 @@ static void hcr_t_killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         TH_ASSERT(th_time() < deadline);
     }
     th_log("%s: killed peer reported as %s after %d puts, %d of them done",
-           (char*)arg, ucs_status_string(hcr_t_ep_error), (int)seq, ok);
+           (char *)arg, ucs_status_string(hcr_t_ep_error), (int)seq, ok);
     /* the peer saw HCR_T_KILL_AFTER puts land before it died */
     TH_ASSERT_GE(ok, HCR_T_KILL_AFTER);
     TH_ASSERT_LT(ok, (int)seq);
@@ -1153,6 +1153,12 @@ static void hcr_t_run_cancel(const char *tl)
     hcr_t_run(hcr_t_cancel_rank, tl);
 }
 
-TH_TEST(hcr_uct, flush_cancel_hcr) { hcr_t_run_cancel("hcr"); }
-TH_TEST(hcr_uct, flush_cancel_rc_verbs) { hcr_t_run_cancel("rc_verbs"); }
+TH_TEST(hcr_uct, flush_cancel_hcr)
+{
+    hcr_t_run_cancel("hcr");
+}
+TH_TEST(hcr_uct, flush_cancel_rc_verbs)
+{
+    hcr_t_run_cancel("rc_verbs");
+}
 HCR_T_BOTH(bad_rkey, hcr_t_bad_rkey_rank)

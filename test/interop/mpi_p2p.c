@@ -76,10 +76,8 @@ static void test_p2p(void)
         for (i = 0; i < size; ++i) {
             fs[i] = pattern(rank, i, tag);
         }
-        MPI_Irecv(fr, (int)size, MPI_BYTE, right, tag, MPI_COMM_WORLD,
-                  &req[0]);
-        MPI_Isend(fs, (int)size, MPI_BYTE, left, tag, MPI_COMM_WORLD,
-                  &req[1]);
+        MPI_Irecv(fr, (int)size, MPI_BYTE, right, tag, MPI_COMM_WORLD, &req[0]);
+        MPI_Isend(fs, (int)size, MPI_BYTE, left, tag, MPI_COMM_WORLD, &req[1]);
         MPI_Waitall(2, req, sts);
         check_bytes(fr, size, right, tag, "isend/irecv fresh");
         free(fs);
@@ -92,7 +90,7 @@ static void test_p2p(void)
 static void test_coll(void)
 {
     const int n = 100000;
-    int64_t *a = malloc(n * sizeof(*a));
+    int64_t *a  = malloc(n * sizeof(*a));
     uint8_t *s, *r;
     size_t blk = 4096, i;
     int p;
@@ -130,8 +128,7 @@ static void test_coll(void)
             s[p * blk + i] = pattern(rank, i, p);
         }
     }
-    MPI_Alltoall(s, (int)blk, MPI_BYTE, r, (int)blk, MPI_BYTE,
-                 MPI_COMM_WORLD);
+    MPI_Alltoall(s, (int)blk, MPI_BYTE, r, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
     for (p = 0; p < nprocs; ++p) {
         check_bytes(r + p * blk, blk, p, rank, "alltoall");
     }
@@ -140,8 +137,7 @@ static void test_coll(void)
     for (i = 0; i < blk; ++i) {
         s[i] = pattern(rank, i, 55);
     }
-    MPI_Allgather(s, (int)blk, MPI_BYTE, r, (int)blk, MPI_BYTE,
-                  MPI_COMM_WORLD);
+    MPI_Allgather(s, (int)blk, MPI_BYTE, r, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
     for (p = 0; p < nprocs; ++p) {
         check_bytes(r + p * blk, blk, p, 55, "allgather");
     }
@@ -159,8 +155,8 @@ int main(int argc, char **argv)
     test_coll();
     MPI_Allreduce(MPI_IN_PLACE, &errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("mpi_p2p: %s (%d errors, %d ranks)\n",
-               errors ? "FAIL" : "PASS", errors, nprocs);
+        printf("mpi_p2p: %s (%d errors, %d ranks)\n", errors ? "FAIL" : "PASS",
+               errors, nprocs);
     }
     MPI_Finalize();
     return errors ? 1 : 0;

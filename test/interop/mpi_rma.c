@@ -18,16 +18,16 @@
 
 static int rank, nprocs, errors;
 
-#define CHECK(_cond, ...) \
-    do { \
-        if (!(_cond)) { \
-            fprintf(stderr, "rank %d: ", rank); \
-            fprintf(stderr, __VA_ARGS__); \
-            fprintf(stderr, "\n"); \
-            if (++errors > 5) { \
-                MPI_Abort(MPI_COMM_WORLD, 1); \
-            } \
-        } \
+#define CHECK(_cond, ...)                                                      \
+    do {                                                                       \
+        if (!(_cond)) {                                                        \
+            fprintf(stderr, "rank %d: ", rank);                                \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            if (++errors > 5) {                                                \
+                MPI_Abort(MPI_COMM_WORLD, 1);                                  \
+            }                                                                  \
+        }                                                                      \
     } while (0)
 
 /* the byte that origin writes at offset i in epoch iter */
@@ -36,8 +36,8 @@ static uint8_t pattern(int origin, size_t i, int iter)
     return (uint8_t)(1 + ((origin * 131 + i * 7 + iter * 29) % 251));
 }
 
-static void check_window(const uint8_t *win, int origin, size_t size,
-                         int iter, const char *what)
+static void check_window(const uint8_t *win, int origin, size_t size, int iter,
+                         const char *what)
 {
     size_t i;
 

@@ -24,7 +24,8 @@ static void interop_run(const char *cell, const char *tls, int np)
         TH_SKIP("no verbs device for %s (softverbs is not preloaded)", tls);
     }
 
-    status = th_run_cmd(&out, "TH_PREFIX='%s' timeout -k 10 600 bash "
+    status = th_run_cmd(&out,
+                        "TH_PREFIX='%s' timeout -k 10 600 bash "
                         "'%s/test/interop/run-interop.sh' %s %s %d 2>&1",
                         th_prefix(), TH_SRCDIR, cell, tls, np);
     if (status == TH_EXIT_SKIP) {
@@ -38,10 +39,10 @@ static void interop_run(const char *cell, const char *tls, int np)
     free(out);
 }
 
-#define INTEROP_TEST(_name, _cell, _tls, _np) \
-    TH_TEST_TIMEOUT(interop, _name, 660) \
-    { \
-        interop_run(_cell, _tls, _np); \
+#define INTEROP_TEST(_name, _cell, _tls, _np)                                  \
+    TH_TEST_TIMEOUT(interop, _name, 660)                                       \
+    {                                                                          \
+        interop_run(_cell, _tls, _np);                                         \
     }
 
 INTEROP_TEST(ucp_client_server_hcr, "ucp-cs", "hcr", 2)

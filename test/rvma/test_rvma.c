@@ -37,7 +37,7 @@ typedef struct {
     const char *tls;
     int        nprocs;
     int        ring_poll; /* UCX_HCR_RVMA_RING_POLL */
-    int        fast;      /* UCX_HCR_RVMA_FAST */
+    int fast; /* UCX_HCR_RVMA_FAST */
 } rvma_arg_t;
 
 /* whether puts on this run may take the fast path (a ring on hcr) */
@@ -1317,26 +1317,31 @@ static void rvma_run_fast_off(th_proc_fn_t fn)
     th_run_procs(2, fn, &arg);
 }
 
-TH_TEST(rvma, fast_path_off_hcr) { rvma_run_fast_off(rvma_fast_rank); }
-TH_TEST(rvma, ack_in_reply_off_hcr) { rvma_run_fast_off(rvma_pp_rank); }
+TH_TEST(rvma, fast_path_off_hcr)
+{
+    rvma_run_fast_off(rvma_fast_rank);
+}
+TH_TEST(rvma, ack_in_reply_off_hcr)
+{
+    rvma_run_fast_off(rvma_pp_rank);
+}
 
 /* ---- UCX_HCR_RVMA_READ_MAX bounds the read path ------------------------ */
 
-#define RVMA_RMAX_FAST 1024          /* UCX_HCR_RVMA_FAST_MAX */
-#define RVMA_RMAX      (32 * 1024)   /* UCX_HCR_RVMA_READ_MAX of the test */
+#define RVMA_RMAX_FAST 1024 /* UCX_HCR_RVMA_FAST_MAX */
+#define RVMA_RMAX      (32 * 1024) /* UCX_HCR_RVMA_READ_MAX of the test */
 
 /* After the ring lease (two puts of 8 bytes), puts of 1 KiB + 1 and of
  * RVMA_RMAX are read records (fast path puts) when READ_MAX allows them,
  * and one of RVMA_RMAX + 1 is an active message; all land. With the
  * READ_MAX of arg (the environment of the test), not the default. */
-static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs,
-                               void *varg)
+static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     static const size_t lens[] = {8, 8, RVMA_RMAX_FAST + 1, RVMA_RMAX,
                                   RVMA_RMAX + 1};
     size_t read_max = strtoul(getenv("UCX_HCR_RVMA_READ_MAX"), NULL, 0);
     size_t i, off, size = 0;
-    ucp_ep_h eps[2]     = {NULL};
+    ucp_ep_h eps[2] = {NULL};
     uint64_t length, before, after;
     void *comp = NULL;
     ucp_rvma_win_h win;
@@ -1356,10 +1361,9 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs,
 
     if (rank == 0) {
         buf = rvma_alloc(size);
-        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0,
-                       0);
-        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, size, &comp,
-                                                  &length));
+        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(
+                ucp_rvma_win_post_buffer(win, buf, size, &comp, &length));
         rvma_sync_send(oob, 1);
         rvma_sync_recv(&ucp, oob, 1);
         TH_ASSERT(comp == buf);
@@ -1375,8 +1379,8 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs,
         for (i = 0, off = 0; i < ucs_static_array_size(lens);
              off += lens[i++]) {
             before = rvma_fast_puts(ucp.ep, &fast);
-            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, off, buf + off,
-                                      lens[i]));
+            TH_ASSERT_UCS_OK(
+                    rvma_put(&ucp, RVMA_VADDR, off, buf + off, lens[i]));
             after = rvma_fast_puts(ucp.ep, &fast);
             if (i < 2) {
                 continue; /* one of them asks for the ring */
@@ -1413,10 +1417,9 @@ typedef struct {
     int errors;
 } rvma_app_rx_t;
 
-static ucs_status_t rvma_app_am_cb(void *arg, const void *header,
-                                   size_t header_length, void *data,
-                                   size_t length,
-                                   const ucp_am_recv_param_t *param)
+static ucs_status_t
+rvma_app_am_cb(void *arg, const void *header, size_t header_length, void *data,
+               size_t length, const ucp_am_recv_param_t *param)
 {
     rvma_app_rx_t *rx = arg;
     uint32_t magic;
@@ -1457,16 +1460,15 @@ static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     if (rank == 0) {
         buf = rvma_alloc(100);
         win = rvma_win(&ucp, RVMA_VADDR, 100, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
-        TH_ASSERT_UCS_OK(ucp_rvma_win_post_buffer(win, buf, 100, &comp,
-                                                  &length));
+        TH_ASSERT_UCS_OK(
+                ucp_rvma_win_post_buffer(win, buf, 100, &comp, &length));
         hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
                             UCP_AM_HANDLER_PARAM_FIELD_CB |
                             UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        hparam.id         = 4000;
-        hparam.cb         = rvma_app_am_cb;
-        hparam.arg        = &rx;
-        TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker,
-                                                        &hparam));
+        hparam.id  = 4000;
+        hparam.cb  = rvma_app_am_cb;
+        hparam.arg = &rx;
+        TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker, &hparam));
         rvma_sync_send(oob, 1);
         deadline = th_time() + 60.0;
         while ((comp == NULL) || (rx.received == 0)) {
@@ -1485,12 +1487,11 @@ static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         rvma_sync_recv(&ucp, oob, 0);
         TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, 0, 100));
         memset(data, 0x3c, sizeof(data));
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_am_send_nbx(ucp.ep, 4000,
-                                                           &magic,
-                                                           sizeof(magic),
-                                                           data,
-                                                           sizeof(data),
-                                                           &param), 60.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_am_send_nbx(ucp.ep, 4000, &magic, sizeof(magic),
+                                            data, sizeof(data), &param),
+                            60.0));
         rvma_sync_send(oob, 0);
     }
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
@@ -1513,9 +1514,9 @@ TH_TEST(rvma, am_id_out_of_range)
     params.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR |
                         UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD |
                         UCP_RVMA_WIN_PARAM_FIELD_TYPE;
-    params.vaddr      = RVMA_VADDR;
-    params.threshold  = 100;
-    params.type       = UCP_RVMA_THRESHOLD_BYTES;
+    params.vaddr     = RVMA_VADDR;
+    params.threshold = 100;
+    params.type      = UCP_RVMA_THRESHOLD_BYTES;
     TH_ASSERT_EQ(ucp_rvma_win_create(ucp.worker, &params, &win),
                  UCS_ERR_INVALID_PARAM);
     th_ucp_cleanup(&ucp);

@@ -149,9 +149,8 @@ static inline uint16_t svt_lid(svt_ep_t *ep)
  * accepts as a responder (IBV_ACCESS_REMOTE_*) */
 static inline void svt_rc_connect_access(svt_ep_t *ep, const svt_info_t *peer,
                                          uint8_t rnr_retry,
-                                         uint8_t min_rnr_timer,
-                                         uint8_t timeout, uint8_t retry_cnt,
-                                         unsigned access)
+                                         uint8_t min_rnr_timer, uint8_t timeout,
+                                         uint8_t retry_cnt, unsigned access)
 {
     struct ibv_qp_attr a;
 
@@ -190,9 +189,9 @@ static inline void svt_rc_connect_ex(svt_ep_t *ep, const svt_info_t *peer,
                                      uint8_t timeout, uint8_t retry_cnt)
 {
     svt_rc_connect_access(ep, peer, rnr_retry, min_rnr_timer, timeout,
-                          retry_cnt, IBV_ACCESS_REMOTE_WRITE |
-                                     IBV_ACCESS_REMOTE_READ |
-                                     IBV_ACCESS_REMOTE_ATOMIC);
+                          retry_cnt,
+                          IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                  IBV_ACCESS_REMOTE_ATOMIC);
 }
 
 static inline void svt_rc_connect(svt_ep_t *ep, const svt_info_t *peer)

@@ -43,9 +43,9 @@ int svt_wire_connect(uint32_t lip, uint32_t ip, uint16_t port)
 
 static int svt_wire_read(int fd, void *buf, size_t len, double timeout_s)
 {
-    double end = th_time() + timeout_s;
-    struct pollfd pfd = { .fd = fd, .events = POLLIN };
-    char *p = buf;
+    double end        = th_time() + timeout_s;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    char *p           = buf;
     ssize_t r;
 
     while (len > 0) {
@@ -60,7 +60,7 @@ static int svt_wire_read(int fd, void *buf, size_t len, double timeout_s)
             return 0;
         }
         if (r > 0) {
-            p   += r;
+            p += r;
             len -= (size_t)r;
         }
     }
@@ -80,7 +80,7 @@ static int svt_wire_write(int fd, const void *buf, size_t len)
             }
             return -1;
         }
-        p   += r;
+        p += r;
         len -= (size_t)r;
     }
     return 0;
@@ -103,8 +103,8 @@ static void svt_wire_mac(const uint8_t *key, int responder,
     sv_hmac_sha256(key, 32, iov, 3, mac);
 }
 
-int svt_wire_handshake(int fd, const uint8_t *key, uint16_t lid,
-                       uint16_t slot, uint16_t dst_lid, uint16_t dst_slot,
+int svt_wire_handshake(int fd, const uint8_t *key, uint16_t lid, uint16_t slot,
+                       uint16_t dst_lid, uint16_t dst_slot,
                        sv_net_auth_t *challenge)
 {
     sv_net_auth_t hello, ch, auth;
@@ -179,8 +179,7 @@ void svt_wire_req(sv_net_hdr_t *h, int opcode, uint16_t lid, uint32_t src_qpn,
     h->timeout_ns = 500000000ull;
 }
 
-int svt_wire_send(int fd, const sv_net_hdr_t *h, const void *data,
-                  size_t len)
+int svt_wire_send(int fd, const sv_net_hdr_t *h, const void *data, size_t len)
 {
     if (svt_wire_write(fd, h, sizeof(*h)) != 0) {
         return -1;
@@ -207,8 +206,7 @@ int svt_wire_answer(int fd, sv_net_hdr_t *a, void *buf, size_t buflen,
         for (n = 0; n < a->length; n += take) {
             if (n < buflen) {
                 take = TH_MIN(buflen - n, a->length - n);
-                r    = svt_wire_read(fd, (char *)buf + n, take,
-                                     end - th_time());
+                r = svt_wire_read(fd, (char *)buf + n, take, end - th_time());
             } else {
                 take = TH_MIN(sizeof(sink), a->length - n);
                 r    = svt_wire_read(fd, sink, take, end - th_time());
@@ -223,8 +221,8 @@ int svt_wire_answer(int fd, sv_net_hdr_t *a, void *buf, size_t buflen,
 
 int svt_wire_closed(int fd, double timeout_s)
 {
-    double end = th_time() + timeout_s;
-    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    double end        = th_time() + timeout_s;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
     char sink[4096];
     ssize_t r;
 

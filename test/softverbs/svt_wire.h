@@ -13,20 +13,20 @@
 
 /* an identity that no process of the test has: a QPN with this process
  * slot is "the raw client's" */
-#define SVT_WIRE_SLOT  500u
-#define SVT_WIRE_QPN   ((SVT_WIRE_SLOT << SV_QPN_SLOT_SHIFT) | 0x100u)
+#define SVT_WIRE_SLOT 500u
+#define SVT_WIRE_QPN  ((SVT_WIRE_SLOT << SV_QPN_SLOT_SHIFT) | 0x100u)
 
 /* where a victim process listens, and what it registered, for a raw
  * client (exchanged over the oob channel) */
 typedef struct {
-    uint32_t ip;          /* network order */
+    uint32_t ip; /* network order */
     uint16_t lid;
     uint16_t port;
     uint32_t qpn;
     uint32_t rkey;
     uint64_t addr;
     uint64_t len;
-    int32_t  pid;
+    int32_t pid;
 } svt_victim_t;
 
 /* TCP connection from local address lip to ip:port (network order);
@@ -36,8 +36,8 @@ int svt_wire_connect(uint32_t lip, uint32_t ip, uint16_t port);
 /* The initiator's handshake as (lid, slot) towards (dst_lid, dst_slot),
  * proving with key. 1: welcomed; 0: refused (closed, wrong proof, no
  * answer in time). The challenge frame is copied to *challenge if given. */
-int svt_wire_handshake(int fd, const uint8_t *key, uint16_t lid,
-                       uint16_t slot, uint16_t dst_lid, uint16_t dst_slot,
+int svt_wire_handshake(int fd, const uint8_t *key, uint16_t lid, uint16_t slot,
+                       uint16_t dst_lid, uint16_t dst_slot,
                        sv_net_auth_t *challenge);
 
 /* connect and handshake; fd or -1 */
@@ -52,8 +52,7 @@ void svt_wire_req(sv_net_hdr_t *h, int opcode, uint16_t lid, uint32_t src_qpn,
                   uint32_t dst_qpn, uint32_t seq);
 
 /* send header and payload; 0, or -1 when the connection broke */
-int svt_wire_send(int fd, const sv_net_hdr_t *h, const void *data,
-                  size_t len);
+int svt_wire_send(int fd, const sv_net_hdr_t *h, const void *data, size_t len);
 
 /* The next answer, keepalives skipped, within timeout_s; its payload
  * (up to buflen bytes, the rest dropped) goes to buf. 1: an answer;

@@ -490,8 +490,8 @@ TH_TEST(softverbs, err_key_of_other_pd)
 /* One remote operation from a QP to a responder QP that grants 'grant'
  * (qp_access_flags) on an MR that grants everything: its completion
  * status, and whether the responder's 8 bytes stayed zero */
-static enum ibv_wc_status qp_access_op(enum ibv_wr_opcode op, unsigned grant,
-                                       int *untouched)
+static enum ibv_wc_status
+qp_access_op(enum ibv_wr_opcode op, unsigned grant, int *untouched)
 {
     struct ibv_send_wr wr, *bad;
     struct ibv_mr *mra, *mrb;
@@ -551,13 +551,11 @@ TH_TEST(softverbs, err_qp_access_flags)
 {
     static const struct {
         enum ibv_wr_opcode op;
-        unsigned           need;
-        int                writes;
-    } ops[] = {
-        {IBV_WR_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE, 1},
-        {IBV_WR_RDMA_READ, IBV_ACCESS_REMOTE_READ, 0},
-        {IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_ACCESS_REMOTE_ATOMIC, 1}
-    };
+        unsigned need;
+        int writes;
+    } ops[]            = {{IBV_WR_RDMA_WRITE, IBV_ACCESS_REMOTE_WRITE, 1},
+                          {IBV_WR_RDMA_READ, IBV_ACCESS_REMOTE_READ, 0},
+                          {IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_ACCESS_REMOTE_ATOMIC, 1}};
     const unsigned all = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                          IBV_ACCESS_REMOTE_ATOMIC;
     int untouched;
@@ -603,7 +601,8 @@ static double link_write_time(svt_ep_t *ep, struct ibv_mr *mr, uint8_t *buf,
 
     t0 = th_time();
     TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_RDMA_WRITE, &sge, 1, peer->addr,
-                          peer->rkey, len, IBV_SEND_SIGNALED), 0);
+                          peer->rkey, len, IBV_SEND_SIGNALED),
+                 0);
     svt_poll(ep->scq, &wc, 10);
     TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
     return th_time() - t0;
@@ -640,8 +639,8 @@ static void link_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
                 best[i] = (t < best[i]) ? t : best[i];
             }
             th_log("%zu B at 1 Gb/s + 200 us: best of %d %.3f ms, model "
-                   "%.3f ms", lens[i], LINK_TRIES, best[i] * 1e3,
-                   floor_us / 1e3);
+                   "%.3f ms",
+                   lens[i], LINK_TRIES, best[i] * 1e3, floor_us / 1e3);
             TH_ASSERT_DBL(best[i] * 1e6, <, floor_us * 1.5);
         }
     }
@@ -664,8 +663,8 @@ TH_TEST(softverbs, link_model)
 /* What a rank tells the test process that will kill its peer (shared
  * memory, so that the kill follows an event, not a sleep) */
 typedef struct {
-    volatile int    ready;  /* the state to kill in is reached */
-    volatile int    writes; /* WRITEs that succeeded before the peer died */
+    volatile int ready; /* the state to kill in is reached */
+    volatile int writes; /* WRITEs that succeeded before the peer died */
 } kill_shared_t;
 
 static kill_shared_t *kill_shared_new(void)
@@ -674,7 +673,7 @@ static kill_shared_t *kill_shared_new(void)
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
     TH_ASSERT(sh != MAP_FAILED);
-    memset((void*)sh, 0, sizeof(*sh));
+    memset((void *)sh, 0, sizeof(*sh));
     return sh;
 }
 

@@ -199,7 +199,7 @@ TH_TEST(softverbs_net, rnr)
 typedef struct {
     volatile double cut;
     volatile double failed;
-    volatile int    writes;
+    volatile int writes;
 } cut_shared_t;
 
 static void cut_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
@@ -288,7 +288,8 @@ TH_TEST(softverbs_net, link_cut)
     TH_ASSERT_EQ(ret, 0);
     TH_ASSERT_EQ(status[0], 0);
     th_log("%d 1 MiB WRITEs before the cut, %d in all; error %.3f s after "
-           "it", writes_before, sh->writes, sh->failed - sh->cut);
+           "it",
+           writes_before, sh->writes, sh->failed - sh->cut);
     TH_ASSERT_GE(writes_before, CUT_AFTER_WRITES);
     TH_ASSERT_DBL(sh->failed - sh->cut, >=, 0.4);
     TH_ASSERT_DBL(sh->failed - sh->cut, <=, 3.0);
@@ -337,8 +338,8 @@ static void net_nested_run(const char *patterns)
         th_log("%s", out ? out : "");
     }
     free(out);
-    th_log("across hosts: %d of %d tests passed, %d failed, %d skipped",
-           passed, listed, failed, skipped);
+    th_log("across hosts: %d of %d tests passed, %d failed, %d skipped", passed,
+           listed, failed, skipped);
     TH_ASSERT_EQ(ret, 0);
     TH_ASSERT_EQ(failed, 0);
     TH_ASSERT_EQ(skipped, 0);

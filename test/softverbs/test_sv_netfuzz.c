@@ -25,24 +25,24 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
-#define FZ_BLOCK     (320 * 1024)
-#define FZ_MR_OFF    (64 * 1024)
-#define FZ_MR_LEN    (64 * 1024)
-#define FZ_RQ_OFF    (128 * 1024)
-#define FZ_RQ_N      32
-#define FZ_RQ_SLOT   1024
-#define FZ_UD_OFF    (160 * 1024)
-#define FZ_UD_N      8
-#define FZ_UD_SLOT   512
-#define FZ_UD_QKEY   0x11113333u
-#define FZ_PATTERN   11
-#define FZ_MAXDATA   2048
-#define FZ_WAIT_S    5.0
+#define FZ_BLOCK   (320 * 1024)
+#define FZ_MR_OFF  (64 * 1024)
+#define FZ_MR_LEN  (64 * 1024)
+#define FZ_RQ_OFF  (128 * 1024)
+#define FZ_RQ_N    32
+#define FZ_RQ_SLOT 1024
+#define FZ_UD_OFF  (160 * 1024)
+#define FZ_UD_N    8
+#define FZ_UD_SLOT 512
+#define FZ_UD_QKEY 0x11113333u
+#define FZ_PATTERN 11
+#define FZ_MAXDATA 2048
+#define FZ_WAIT_S  5.0
 
 typedef struct {
-    svt_victim_t v;        /* the RC QP, the MR */
-    uint64_t     base;     /* the block's address */
-    uint32_t     ud_qpn;
+    svt_victim_t v; /* the RC QP, the MR */
+    uint64_t base; /* the block's address */
+    uint32_t ud_qpn;
 } fz_info_t;
 
 static char fz_dir[64];
@@ -58,11 +58,13 @@ static void fz_ud_up(svt_ep_t *ep)
     a.qp_state = IBV_QPS_RESET;
     TH_ASSERT_EQ(ibv_modify_qp(ep->qp, &a, IBV_QP_STATE), 0);
     memset(&a, 0, sizeof(a));
-    a.qp_state   = IBV_QPS_INIT;
-    a.port_num   = 1;
-    a.qkey       = FZ_UD_QKEY;
-    TH_ASSERT_EQ(ibv_modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                               IBV_QP_PORT | IBV_QP_QKEY), 0);
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey     = FZ_UD_QKEY;
+    TH_ASSERT_EQ(ibv_modify_qp(ep->qp, &a,
+                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                       IBV_QP_QKEY),
+                 0);
     a.qp_state = IBV_QPS_RTR;
     TH_ASSERT_EQ(ibv_modify_qp(ep->qp, &a, IBV_QP_STATE), 0);
     a.qp_state = IBV_QPS_RTS;
@@ -114,7 +116,7 @@ static void fz_victim(th_oob_t *oob, uint16_t peer_lid)
     blk = aligned_alloc(4096, FZ_BLOCK);
     TH_ASSERT(blk != NULL);
     th_fill_pattern(blk, FZ_BLOCK, FZ_PATTERN);
-    mr = ibv_reg_mr(rc.pd, blk + FZ_MR_OFF, FZ_MR_LEN, SVT_ALL_ACCESS);
+    mr    = ibv_reg_mr(rc.pd, blk + FZ_MR_OFF, FZ_MR_LEN, SVT_ALL_ACCESS);
     rq_mr = ibv_reg_mr(rc.pd, blk + FZ_RQ_OFF, FZ_RQ_N * FZ_RQ_SLOT,
                        IBV_ACCESS_LOCAL_WRITE);
     ud_mr = ibv_reg_mr(ud.pd, blk + FZ_UD_OFF, FZ_UD_N * FZ_UD_SLOT,
@@ -184,21 +186,20 @@ static uint64_t fz_below(fz_rng_t *r, uint64_t n)
 }
 
 typedef struct {
-    fz_info_t    info;
-    uint8_t      key[32];
-    uint16_t     lid;
-    uint8_t     *shadow;
-    int          fd;
-    int          rc_next;       /* the next RC receive slot to be taken */
-    int          ud_next;
-    uint32_t     seq;
-    fz_rng_t     rng;
-    th_oob_t    *oob;
+    fz_info_t info;
+    uint8_t key[32];
+    uint16_t lid;
+    uint8_t *shadow;
+    int fd;
+    int rc_next; /* the next RC receive slot to be taken */
+    int ud_next;
+    uint32_t seq;
+    fz_rng_t rng;
+    th_oob_t *oob;
     /* counts */
-    unsigned     cases, mutated, answered, success, errors, closed,
-                 resets, ud_sent, ud_placed, hs_cases, hs_welcomed,
-                 compares;
-    unsigned     status_count[32];
+    unsigned cases, mutated, answered, success, errors, closed, resets, ud_sent,
+            ud_placed, hs_cases, hs_welcomed, compares;
+    unsigned status_count[32];
 } fz_t;
 
 static void fz_reset(fz_t *f)
@@ -228,11 +229,14 @@ static void fz_compare(fz_t *f)
     for (i = 0; i < FZ_BLOCK; ++i) {
         if (mem[i] != f->shadow[i]) {
             TH_FAIL("after case %u: the victim's byte at offset %zu (%s) is "
-                    "0x%02x, expected 0x%02x", f->cases, i,
-                    i < FZ_MR_OFF ? "guard" : i < FZ_RQ_OFF ? "MR" :
+                    "0x%02x, expected 0x%02x",
+                    f->cases, i,
+                    i < FZ_MR_OFF ? "guard" :
+                    i < FZ_RQ_OFF ? "MR" :
                     i < FZ_UD_OFF ? "RC receive buffers" :
                     i < FZ_UD_OFF + FZ_UD_N * FZ_UD_SLOT ?
-                    "UD receive buffers" : "guard",
+                                    "UD receive buffers" :
+                                    "guard",
                     mem[i], f->shadow[i]);
         }
     }
@@ -270,10 +274,11 @@ static void fz_apply_rc(fz_t *f, const sv_net_hdr_t *h, const uint8_t *data,
     switch (h->opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-        if (h->length > 0 && (!fz_in_mr(f, h->raddr, h->length) ||
-                              h->rkey != f->info.v.rkey)) {
+        if (h->length > 0 &&
+            (!fz_in_mr(f, h->raddr, h->length) || h->rkey != f->info.v.rkey)) {
             TH_FAIL("case %u: a WRITE of %llu bytes at 0x%llx with key 0x%x "
-                    "succeeded", f->cases, (unsigned long long)h->length,
+                    "succeeded",
+                    f->cases, (unsigned long long)h->length,
                     (unsigned long long)h->raddr, h->rkey);
         }
         if (h->length > 0) {
@@ -293,17 +298,19 @@ static void fz_apply_rc(fz_t *f, const sv_net_hdr_t *h, const uint8_t *data,
         ++f->rc_next;
         break;
     case IBV_WR_RDMA_READ:
-        if (h->length > 0 && (!fz_in_mr(f, h->raddr, h->length) ||
-                              h->rkey != f->info.v.rkey)) {
+        if (h->length > 0 &&
+            (!fz_in_mr(f, h->raddr, h->length) || h->rkey != f->info.v.rkey)) {
             TH_FAIL("case %u: a READ of %llu bytes at 0x%llx with key 0x%x "
-                    "succeeded", f->cases, (unsigned long long)h->length,
+                    "succeeded",
+                    f->cases, (unsigned long long)h->length,
                     (unsigned long long)h->raddr, h->rkey);
         }
         TH_ASSERT_EQ(a->length, h->length);
         if (h->length > 0 &&
             memcmp(rdata, fz_shadow_at(f, h->raddr), h->length) != 0) {
             TH_FAIL("case %u: a READ returned other bytes than the "
-                    "victim's memory holds", f->cases);
+                    "victim's memory holds",
+                    f->cases);
         }
         break;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -311,7 +318,8 @@ static void fz_apply_rc(fz_t *f, const sv_net_hdr_t *h, const uint8_t *data,
         if (h->length != 8 || (h->raddr & 7) || !fz_in_mr(f, h->raddr, 8) ||
             h->rkey != f->info.v.rkey) {
             TH_FAIL("case %u: an atomic at 0x%llx (length %llu, key 0x%x) "
-                    "succeeded", f->cases, (unsigned long long)h->raddr,
+                    "succeeded",
+                    f->cases, (unsigned long long)h->raddr,
                     (unsigned long long)h->length, h->rkey);
         }
         TH_ASSERT_EQ(a->length, 8);
@@ -346,18 +354,35 @@ static void fz_apply_ud(fz_t *f, const sv_net_hdr_t *h, const uint8_t *data)
     ++f->ud_next;
 }
 
-static const uint64_t fz_lengths[] = {
-    0, 1, 7, 8, 9, 40, 472, 473, 1023, 1024, 1025, 4095, 4096, 4097, 65535,
-    65536, 65537, 1ull << 31, (1ull << 31) + 1, 1ull << 32, 1ull << 63,
-    ~0ull
-};
+static const uint64_t fz_lengths[] = {0,
+                                      1,
+                                      7,
+                                      8,
+                                      9,
+                                      40,
+                                      472,
+                                      473,
+                                      1023,
+                                      1024,
+                                      1025,
+                                      4095,
+                                      4096,
+                                      4097,
+                                      65535,
+                                      65536,
+                                      65537,
+                                      1ull << 31,
+                                      (1ull << 31) + 1,
+                                      1ull << 32,
+                                      1ull << 63,
+                                      ~0ull};
 
 /* 1 to 3 mutations of a request; *cut: send it short and close */
 static void fz_mutate(fz_t *f, sv_net_hdr_t *h, int *cut, int *garbage)
 {
     fz_rng_t *r = &f->rng;
-    int n = 1 + (int)fz_below(r, 3), i;
-    uint8_t *b = (uint8_t *)h;
+    int n       = 1 + (int)fz_below(r, 3), i;
+    uint8_t *b  = (uint8_t *)h;
 
     for (i = 0; i < n; ++i) {
         switch (fz_below(r, 14)) {
@@ -367,12 +392,18 @@ static void fz_mutate(fz_t *f, sv_net_hdr_t *h, int *cut, int *garbage)
             break;
         case 2:
             h->length = fz_lengths[fz_below(r, sizeof(fz_lengths) /
-                                               sizeof(fz_lengths[0]))];
+                                                       sizeof(fz_lengths[0]))];
             break;
         case 3: {
-            static const int64_t d[] = { -1, -8, -4096, 1, 8,
-                                         FZ_MR_LEN - 1, FZ_MR_LEN,
-                                         FZ_MR_LEN + 1, FZ_MR_LEN - 8 };
+            static const int64_t d[] = {-1,
+                                        -8,
+                                        -4096,
+                                        1,
+                                        8,
+                                        FZ_MR_LEN - 1,
+                                        FZ_MR_LEN,
+                                        FZ_MR_LEN + 1,
+                                        FZ_MR_LEN - 8};
 
             h->raddr = f->info.v.addr +
                        (uint64_t)d[fz_below(r, sizeof(d) / sizeof(d[0]))];
@@ -399,9 +430,10 @@ static void fz_mutate(fz_t *f, sv_net_hdr_t *h, int *cut, int *garbage)
             }
             break;
         case 8:
-            h->dst_qpn = fz_below(r, 2) ? f->info.ud_qpn :
-                         (fz_below(r, 2) ? f->info.v.qpn + 1 :
-                          (uint32_t)fz_next(r));
+            h->dst_qpn = fz_below(r, 2) ?
+                                 f->info.ud_qpn :
+                                 (fz_below(r, 2) ? f->info.v.qpn + 1 :
+                                                   (uint32_t)fz_next(r));
             break;
         case 9:
             h->magic = (uint16_t)fz_next(r);
@@ -494,8 +526,8 @@ static void fz_request(fz_t *f)
     kind = h.kind;
     if (getenv("SVT_FUZZ_DEBUG") != NULL) {
         th_log("case %u: kind %u op %u len %llu raddr +0x%llx rkey %s "
-               "src 0x%x dst 0x%x cut %d garbage %d", f->cases, h.kind,
-               h.opcode, (unsigned long long)h.length,
+               "src 0x%x dst 0x%x cut %d garbage %d",
+               f->cases, h.kind, h.opcode, (unsigned long long)h.length,
                (unsigned long long)(h.raddr - f->info.v.addr),
                h.rkey == f->info.v.rkey ? "ok" : "bad", h.src_qpn, h.dst_qpn,
                cut, garbage);
@@ -511,7 +543,8 @@ static void fz_request(fz_t *f)
          * goes: no byte of data reaches the victim */
         /* a whole header is a whole request unless data should follow */
         sent = (fz_has_data(&h) && h.length > 0 && fz_below(r, 2)) ?
-               sizeof(h) : fz_below(r, sizeof(h));
+                       sizeof(h) :
+                       fz_below(r, sizeof(h));
         if (send(f->fd, &h, sent, MSG_NOSIGNAL) < 0) {
             /* the victim closed first: fine */
         }
@@ -520,14 +553,14 @@ static void fz_request(fz_t *f)
         shutdown(f->fd, SHUT_WR);
         if (!svt_wire_closed(f->fd, FZ_WAIT_S)) {
             TH_FAIL("case %u: a frame cut short did not end its connection "
-                    "in %.0f s", f->cases, FZ_WAIT_S);
+                    "in %.0f s",
+                    f->cases, FZ_WAIT_S);
         }
         ++f->closed;
         fz_reset(f);
         return;
     }
-    if (svt_wire_send(f->fd, &h, data, fz_has_data(&h) ? h.length : 0) !=
-        0) {
+    if (svt_wire_send(f->fd, &h, data, fz_has_data(&h) ? h.length : 0) != 0) {
         ++f->closed;
         fz_reset(f);
         return;
@@ -569,8 +602,8 @@ static void fz_request(fz_t *f)
     ret = svt_wire_answer(f->fd, &a, rdata, sizeof(rdata), FZ_WAIT_S);
     if (ret == -1) {
         TH_FAIL("case %u: no answer and no close in %.0f s (opcode %u, "
-                "length %llu)", f->cases, FZ_WAIT_S, h.opcode,
-                (unsigned long long)h.length);
+                "length %llu)",
+                f->cases, FZ_WAIT_S, h.opcode, (unsigned long long)h.length);
     }
     if (ret == 0) {
         ++f->closed;
@@ -604,12 +637,23 @@ static void fz_handshake(fz_t *f)
 
     memcpy(key, f->key, sizeof(key));
     switch (fz_below(r, 6)) {
-    case 0: key[fz_below(r, 32)] ^= (uint8_t)(1u << fz_below(r, 8)); break;
-    case 1: lid ^= (uint16_t)(1u << fz_below(r, 16)); break;
-    case 2: slot = (uint16_t)fz_next(r); break;
-    case 3: dlid = (uint16_t)fz_next(r); break;
-    case 4: dslot = (uint16_t)fz_next(r); break;
-    default: break;
+    case 0:
+        key[fz_below(r, 32)] ^= (uint8_t)(1u << fz_below(r, 8));
+        break;
+    case 1:
+        lid ^= (uint16_t)(1u << fz_below(r, 16));
+        break;
+    case 2:
+        slot = (uint16_t)fz_next(r);
+        break;
+    case 3:
+        dlid = (uint16_t)fz_next(r);
+        break;
+    case 4:
+        dslot = (uint16_t)fz_next(r);
+        break;
+    default:
+        break;
     }
     TH_ASSERT_EQ(inet_pton(AF_INET, getenv("SOFTVERBS_NET"), &me), 1);
     fd = svt_wire_connect(me.s_addr, f->info.v.ip, f->info.v.port);
@@ -633,12 +677,12 @@ static void fz_handshake(fz_t *f)
 
 static void fz_fuzzer(th_oob_t *oob, uint16_t victim_lid)
 {
-    const char *s_seed = getenv("SVT_FUZZ_SEED");
+    const char *s_seed  = getenv("SVT_FUZZ_SEED");
     const char *s_cases = getenv("SVT_FUZZ_CASES");
-    unsigned ncases = s_cases ? (unsigned)atoi(s_cases) : 3000;
-    int debug = getenv("SVT_FUZZ_DEBUG") != NULL;
-    double t0 = th_time();
-    fz_t *f = calloc(1, sizeof(*f));
+    unsigned ncases     = s_cases ? (unsigned)atoi(s_cases) : 3000;
+    int debug           = getenv("SVT_FUZZ_DEBUG") != NULL;
+    double t0           = th_time();
+    fz_t *f             = calloc(1, sizeof(*f));
     char q;
 
     (void)victim_lid;
@@ -648,12 +692,10 @@ static void fz_fuzzer(th_oob_t *oob, uint16_t victim_lid)
     if (f->rng.s == 0) {
         f->rng.s = 1;
     }
-    th_log("fuzz seed 0x%llx, %u cases", (unsigned long long)f->rng.s,
-           ncases);
+    th_log("fuzz seed 0x%llx, %u cases", (unsigned long long)f->rng.s, ncases);
     th_oob_recv(oob, 0, &f->info, sizeof(f->info));
     TH_ASSERT_EQ(svt_wire_key(f->key), 0);
-    f->lid    = (uint16_t)(ntohl(inet_addr(getenv("SOFTVERBS_NET"))) &
-                           0xffff);
+    f->lid    = (uint16_t)(ntohl(inet_addr(getenv("SOFTVERBS_NET"))) & 0xffff);
     f->shadow = malloc(FZ_BLOCK);
     TH_ASSERT(f->shadow != NULL);
     th_fill_pattern(f->shadow, FZ_BLOCK, FZ_PATTERN);
@@ -687,13 +729,12 @@ static void fz_fuzzer(th_oob_t *oob, uint16_t victim_lid)
            f->status_count[IBV_WC_RETRY_EXC_ERR],
            f->status_count[IBV_WC_RNR_RETRY_EXC_ERR],
            f->status_count[IBV_WC_WR_FLUSH_ERR], f->closed, f->resets,
-           f->ud_sent, f->ud_placed, f->hs_cases, f->hs_welcomed,
-           f->compares);
+           f->ud_sent, f->ud_placed, f->hs_cases, f->hs_welcomed, f->compares);
     TH_ASSERT_GT(f->success, f->cases / 10);
     TH_ASSERT_GT(f->errors + f->closed, f->cases / 20);
     close(f->fd);
     th_oob_send(oob, 0, "Q", 1);
-    th_oob_recv(oob, 0, &q, 1);    /* the victim is still there */
+    th_oob_recv(oob, 0, &q, 1); /* the victim is still there */
     free(f->shadow);
     free(f);
 }
@@ -703,7 +744,8 @@ static void fz_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     struct in_addr in;
     uint16_t mine, theirs;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     TH_ASSERT_EQ(inet_pton(AF_INET, getenv("SOFTVERBS_NET"), &in), 1);
     mine = (uint16_t)(ntohl(in.s_addr) & 0xffff);
     th_oob_send(oob, !rank, &mine, sizeof(mine));

@@ -69,7 +69,7 @@ TH_TEST(softverbs, device_limits_enforced)
     qa.cap.max_recv_wr  = 1;
     qa.cap.max_send_sge = da.max_sge;
     qa.cap.max_recv_sge = 1;
-    qp = ibv_create_qp(ep.pd, &qa);
+    qp                  = ibv_create_qp(ep.pd, &qa);
     TH_ASSERT(qp != NULL);
     TH_ASSERT_EQ(ibv_destroy_qp(qp), 0);
     qa1 = qa;
@@ -89,7 +89,7 @@ TH_TEST(softverbs, device_limits_enforced)
     memset(&sa, 0, sizeof(sa));
     sa.attr.max_wr  = 16;
     sa.attr.max_sge = da.max_srq_sge;
-    srq = ibv_create_srq(ep.pd, &sa);
+    srq             = ibv_create_srq(ep.pd, &sa);
     TH_ASSERT(srq != NULL);
     TH_ASSERT_EQ(ibv_destroy_srq(srq), 0);
     ++sa.attr.max_sge;
@@ -98,13 +98,13 @@ TH_TEST(softverbs, device_limits_enforced)
     /* one WRITE that gathers max_sge pieces lands whole; a WR with one
      * SGE more is refused when posted */
     qa.cap.max_send_wr = 4;
-    qp = ibv_create_qp(ep.pd, &qa);
+    qp                 = ibv_create_qp(ep.pd, &qa);
     TH_ASSERT(qp != NULL);
     memset(&tmp, 0, sizeof(tmp));
     tmp.ctx = ep.ctx;
     tmp.qp  = qp;
     info    = svt_info(&tmp, NULL);
-    svt_rc_connect(&tmp, &info);   /* to itself */
+    svt_rc_connect(&tmp, &info); /* to itself */
     buf = aligned_alloc(4096, 2 * 4096);
     TH_ASSERT(buf != NULL);
     memset(buf, 0, 2 * 4096);
@@ -118,10 +118,12 @@ TH_TEST(softverbs, device_limits_enforced)
     }
     TH_ASSERT_NE(svt_post(qp, IBV_WR_RDMA_WRITE, sge, da.max_sge + 1,
                           (uintptr_t)buf + 4096, mr->rkey, 1,
-                          IBV_SEND_SIGNALED), 0);
+                          IBV_SEND_SIGNALED),
+                 0);
     TH_ASSERT_EQ(svt_post(qp, IBV_WR_RDMA_WRITE, sge, da.max_sge,
                           (uintptr_t)buf + 4096, mr->rkey, 2,
-                          IBV_SEND_SIGNALED), 0);
+                          IBV_SEND_SIGNALED),
+                 0);
     svt_poll(ep.scq, &wc, 10);
     TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
     TH_ASSERT_EQ(wc.wr_id, 2);
@@ -163,8 +165,10 @@ TH_TEST(softverbs, port_mtu_enforced)
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
     a.qkey     = 0x11111111;
-    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                               IBV_QP_PORT | IBV_QP_QKEY), 0);
+    TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a,
+                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                       IBV_QP_QKEY),
+                 0);
     a.qp_state = IBV_QPS_RTR;
     TH_ASSERT_EQ(ibv_modify_qp(ep.qp, &a, IBV_QP_STATE), 0);
     a.qp_state = IBV_QPS_RTS;
@@ -173,7 +177,7 @@ TH_TEST(softverbs, port_mtu_enforced)
     memset(&aa, 0, sizeof(aa));
     aa.dlid     = pa.lid;
     aa.port_num = 1;
-    ah = ibv_create_ah(ep.pd, &aa);
+    ah          = ibv_create_ah(ep.pd, &aa);
     TH_ASSERT(ah != NULL);
 
     th_fill_pattern(buf, mtu + 1, 31);
@@ -185,8 +189,8 @@ TH_TEST(softverbs, port_mtu_enforced)
     wr.wr.ud.ah          = ah;
     wr.wr.ud.remote_qpn  = ep.qp->qp_num;
     wr.wr.ud.remote_qkey = 0x11111111;
-    sge    = svt_sge(buf, mtu, mr);
-    wr.wr_id = 1;
+    sge                  = svt_sge(buf, mtu, mr);
+    wr.wr_id             = 1;
     TH_ASSERT_EQ(ibv_post_send(ep.qp, &wr, &bad), 0);
     svt_poll(ep.scq, &wc, 10);
     TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);

@@ -33,9 +33,9 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#define SEC_UID        65534   /* "nobody": the other local user */
-#define SEC_UID2       65533   /* a third one, for planting files */
-#define SEC_BUF        65536
+#define SEC_UID  65534 /* "nobody": the other local user */
+#define SEC_UID2 65533 /* a third one, for planting files */
+#define SEC_BUF  65536
 
 /* ---------------------------------------------------------------------- */
 /* helpers */
@@ -141,7 +141,7 @@ static enum ibv_qp_state sec_qp_state(struct ibv_qp *qp)
 static long sec_proc_status(const char *field)
 {
     char line[256];
-    long v = -1;
+    long v  = -1;
     FILE *f = fopen("/proc/self/status", "r");
 
     TH_ASSERT(f != NULL);
@@ -172,7 +172,9 @@ static double sec_cpu_s(int who)
  * flipped reaches nothing. */
 TH_TEST(softverbs_sec, keys_random)
 {
-    enum { NMR = 256 };
+    enum {
+        NMR = 256
+    };
     struct ibv_mr *mr[NMR], *lmr;
     svt_info_t info[2];
     struct ibv_sge sge;
@@ -225,8 +227,9 @@ TH_TEST(softverbs_sec, keys_random)
         sge = svt_sge(buf, 8, lmr);
         TH_ASSERT_EQ(svt_post(ep[1].qp, IBV_WR_RDMA_WRITE, &sge, 1,
                               (uintptr_t)buf + 7 * 4096,
-                              b < 32 ? mr[7]->rkey ^ (1u << b) : mr[7]->rkey,
-                              b, IBV_SEND_SIGNALED), 0);
+                              b < 32 ? mr[7]->rkey ^ (1u << b) : mr[7]->rkey, b,
+                              IBV_SEND_SIGNALED),
+                     0);
         svt_poll(ep[1].scq, &wc, 10);
         if (b < 32) {
             if (wc.status != IBV_WC_REM_ACCESS_ERR) {
@@ -250,22 +253,22 @@ TH_TEST(softverbs_sec, keys_random)
 /* impostors (items 1 and 2) */
 
 enum {
-    SEC_ATTACK_ADDRESS,    /* same user, host a, claims the client on b */
-    SEC_ATTACK_USER,       /* another uid on host b, claims the client */
-    SEC_ATTACK_FORGE       /* same user on b, honest handshake, then
+    SEC_ATTACK_ADDRESS, /* same user, host a, claims the client on b */
+    SEC_ATTACK_USER, /* another uid on host b, claims the client */
+    SEC_ATTACK_FORGE /* same user on b, honest handshake, then
                             * requests in the client's name */
 };
 
 typedef struct {
     svt_victim_t v;
-    uint32_t     client_qpn;
-    uint16_t     client_lid;
+    uint32_t client_qpn;
+    uint16_t client_lid;
 } sec_target_t;
 
 /* the strongest impostor: it knows the victim's QPN, address and rkey and
  * the client's QPN, and asks for a READ of the victim's buffer */
-static int sec_try_read(int fd, const sec_target_t *t, uint32_t src_qpn,
-                        uint16_t src_lid)
+static int
+sec_try_read(int fd, const sec_target_t *t, uint32_t src_qpn, uint16_t src_lid)
 {
     uint8_t data[4096];
     sv_net_hdr_t h, a;
@@ -280,9 +283,9 @@ static int sec_try_read(int fd, const sec_target_t *t, uint32_t src_qpn,
     }
     r = svt_wire_answer(fd, &a, data, sizeof(data), 3.0);
     if (r == 1 && a.status == IBV_WC_SUCCESS && a.length == sizeof(data)) {
-        return 1;   /* it read the victim's memory */
+        return 1; /* it read the victim's memory */
     }
-    TH_ASSERT_NE(r, -1);   /* closed, or an error: never no answer */
+    TH_ASSERT_NE(r, -1); /* closed, or an error: never no answer */
     return 0;
 }
 
@@ -351,15 +354,16 @@ static void sec_attacker(int mode, const sec_target_t *t)
         svt_wire_req(&h, IBV_WR_RDMA_WRITE, t->client_lid, t->client_qpn,
                      t->v.qpn, 0);
         h.rkey   = t->v.rkey;
-        h.raddr  = t->v.addr + t->v.len;   /* beyond the MR */
+        h.raddr  = t->v.addr + t->v.len; /* beyond the MR */
         h.length = 8;
         TH_ASSERT_EQ(svt_wire_send(fd, &h, "xxxxxxxx", 8), 0);
         r = svt_wire_answer(fd, &a, NULL, 0, 3.0);
         if (r == 1) {
             TH_FAIL("a request in the client's name reached the victim's "
-                    "QP (answered with status %d)", a.status);
+                    "QP (answered with status %d)",
+                    a.status);
         }
-        TH_ASSERT_EQ(r, 0);   /* closed, unanswered */
+        TH_ASSERT_EQ(r, 0); /* closed, unanswered */
         close(fd);
         /* a READ in the name of the client's QP */
         fd = svt_wire_open(&t->v, key, sec_my_lid(), SVT_WIRE_SLOT);
@@ -390,8 +394,8 @@ static void sec_attacker(int mode, const sec_target_t *t)
 
 static void sec_impostor_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
-    int mode = (int)(intptr_t)arg, attacker = (mode == SEC_ATTACK_ADDRESS) ?
-                                              2 : 3;
+    int mode     = (int)(intptr_t)arg,
+        attacker = (mode == SEC_ATTACK_ADDRESS) ? 2 : 3;
     svt_info_t mine, peer;
     sec_target_t t;
     struct ibv_sge sge;
@@ -407,9 +411,9 @@ static void sec_impostor_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         if (rank == attacker) {
             sec_attacker(mode, &t);
         }
-        th_oob_barrier(oob);     /* the attack is over */
-        th_oob_barrier(oob);     /* the client checked */
-        th_oob_barrier(oob);     /* the victim checked */
+        th_oob_barrier(oob); /* the attack is over */
+        th_oob_barrier(oob); /* the client checked */
+        th_oob_barrier(oob); /* the victim checked */
         return;
     }
     svt_ep_open(&ep, IBV_QPT_RC, 0, 0);
@@ -429,23 +433,25 @@ static void sec_impostor_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         th_oob_send(oob, 3, &t, sizeof(t));
     }
     th_oob_barrier(oob);
-    th_oob_barrier(oob);      /* the attack is over */
+    th_oob_barrier(oob); /* the attack is over */
     if (rank == 1) {
         /* the real client still works: a WRITE and a READ */
         sge = svt_sge(buf, 4096, mr);
         TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
-                              peer.rkey, 1, IBV_SEND_SIGNALED), 0);
+                              peer.rkey, 1, IBV_SEND_SIGNALED),
+                     0);
         svt_poll(ep.scq, &wc, 10);
         TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
         sge = svt_sge(buf + 8192, 4096, mr);
         TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_READ, &sge, 1,
                               peer.addr + 8192, peer.rkey, 2,
-                              IBV_SEND_SIGNALED), 0);
+                              IBV_SEND_SIGNALED),
+                     0);
         svt_poll(ep.scq, &wc, 10);
         TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
         expect = malloc(SEC_BUF);
         TH_ASSERT(expect != NULL);
-        th_fill_pattern(expect, SEC_BUF, 1);     /* the victim's */
+        th_fill_pattern(expect, SEC_BUF, 1); /* the victim's */
         TH_ASSERT_MEM_EQ(buf + 8192, expect + 8192, 4096);
         free(expect);
     }
@@ -546,20 +552,22 @@ static void sec_slow_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     svt_ep_t ep;
     int fd, cut = 0;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     if (rank == 0) {
         sec_victim_open(oob, &ep, &buf, &mr, peer_lid);
         svt_post_recv(ep.qp, buf, SEC_BUF, mr->lkey, 7);
         th_oob_barrier(oob);
-        usleep(1000000);   /* the peer is in the middle of the payload */
+        usleep(1000000); /* the peer is in the middle of the payload */
         t0 = th_time();
         c0 = sec_cpu_s(RUSAGE_THREAD);
         TH_ASSERT_EQ(ibv_destroy_qp(ep.qp), 0);
-        dt = th_time() - t0;
-        dc = sec_cpu_s(RUSAGE_THREAD) - c0;
+        dt    = th_time() - t0;
+        dc    = sec_cpu_s(RUSAGE_THREAD) - c0;
         ep.qp = NULL;
         th_log("ibv_destroy_qp took %.3f s (%.3f s of CPU) while the peer "
-               "trickled a payload", dt, dc);
+               "trickled a payload",
+               dt, dc);
         TH_ASSERT_DBL(dt, <, 1.0);
         TH_ASSERT_DBL(dc, <, 0.5);
         th_oob_recv(oob, 1, &cut, sizeof(cut));
@@ -583,7 +591,7 @@ static void sec_slow_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     for (end = th_time() + 4.0; th_time() < end && !cut;) {
         usleep(300000);
         cut = send(fd, "x", 1, MSG_NOSIGNAL) != 1 ||
-              svt_wire_closed(fd, 0.01);   /* the victim cut us off */
+              svt_wire_closed(fd, 0.01); /* the victim cut us off */
     }
     close(fd);
     th_oob_send(oob, 0, &cut, sizeof(cut));
@@ -611,7 +619,8 @@ static void sec_emfile_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     double c0, dc;
     int fds[4], i, nfd;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     if (rank == 0) {
         sec_victim_open(oob, &ep, &buf, &mr, peer_lid);
         /* the limit is on descriptor numbers: at the lowest free one, no
@@ -625,15 +634,16 @@ static void sec_emfile_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         TH_ASSERT_SYS(setrlimit(RLIMIT_NOFILE, &low));
         TH_ASSERT_EQ(dup(0), -1);
         th_oob_barrier(oob);
-        th_oob_barrier(oob);          /* connections are pending */
+        th_oob_barrier(oob); /* connections are pending */
         c0 = sec_cpu_s(RUSAGE_SELF);
         usleep(1000000);
         dc = sec_cpu_s(RUSAGE_SELF) - c0;
         TH_ASSERT_SYS(setrlimit(RLIMIT_NOFILE, &rl));
         th_oob_barrier(oob);
         th_log("CPU time of the process in 1 s with accept() failing: "
-               "%.3f s", dc);
-        TH_ASSERT_DBL(dc, <, 0.1);   /* spinning: a share of a core */
+               "%.3f s",
+               dc);
+        TH_ASSERT_DBL(dc, <, 0.1); /* spinning: a share of a core */
         TH_ASSERT_EQ(ibv_dereg_mr(mr), 0);
         svt_ep_close(&ep);
         return;
@@ -641,7 +651,7 @@ static void sec_emfile_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     th_oob_recv(oob, 0, &v, sizeof(v));
     th_oob_barrier(oob);
     for (i = 0; i < 4; ++i) {
-        fds[i] = svt_wire_connect(0, v.ip, v.port);  /* in the backlog */
+        fds[i] = svt_wire_connect(0, v.ip, v.port); /* in the backlog */
         TH_ASSERT(fds[i] >= 0);
     }
     th_oob_barrier(oob);
@@ -665,7 +675,11 @@ TH_TEST(softverbs_sec, accept_emfile)
  * those go. */
 static void sec_limits_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
-    enum { NPLAIN = 300, NAUTH = 30, MAXC = 16 };
+    enum {
+        NPLAIN = 300,
+        NAUTH  = 30,
+        MAXC   = 16
+    };
     static int fds[NPLAIN + NAUTH];
     uint16_t peer_lid = sec_peer_lid(oob, rank);
     long threads0, vm0, threads, vm;
@@ -676,14 +690,15 @@ static void sec_limits_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     int i, n = 0, welcomed = 0, fd;
     double end;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     if (rank == 0) {
         setenv("SOFTVERBS_NET_MAX_CONNS", "16", 1);
         sec_victim_open(oob, &ep, &buf, &mr, peer_lid);
         threads0 = sec_proc_status("Threads");
         vm0      = sec_proc_status("VmSize");
         th_oob_barrier(oob);
-        th_oob_barrier(oob);     /* all connections made */
+        th_oob_barrier(oob); /* all connections made */
         usleep(300000);
         threads = sec_proc_status("Threads");
         vm      = sec_proc_status("VmSize");
@@ -694,7 +709,7 @@ static void sec_limits_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         /* 512 KiB stacks, and a malloc arena or two (64 MiB each); a
          * thread per connection with 8 MiB stacks made gigabytes */
         TH_ASSERT_LE(vm - vm0, 256 * 1024);
-        th_oob_barrier(oob);     /* the peer checked a new connection */
+        th_oob_barrier(oob); /* the peer checked a new connection */
         TH_ASSERT_EQ(ibv_dereg_mr(mr), 0);
         svt_ep_close(&ep);
         return;
@@ -717,8 +732,7 @@ static void sec_limits_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     }
     th_oob_barrier(oob);
     th_oob_barrier(oob);
-    th_log("%d of %d authenticated connections were served", welcomed,
-           NAUTH);
+    th_log("%d of %d authenticated connections were served", welcomed, NAUTH);
     TH_ASSERT_LE(welcomed, MAXC);
     TH_ASSERT_GT(welcomed, 0);
     for (i = 0; i < n; ++i) {
@@ -757,7 +771,8 @@ static void sec_hold_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     double t0, dt;
     int fd;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     if (rank == 0) {
         setenv("SOFTVERBS_NET_MAX_HOLD_MS", "300", 1);
         sec_victim_open(oob, &ep, &buf, &mr, peer_lid);
@@ -777,7 +792,7 @@ static void sec_hold_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
                  v.qpn + 1000, 0);
     h.length     = 8;
     h.timeout_ns = 3600ull * 1000000000ull;
-    t0 = th_time();
+    t0           = th_time();
     TH_ASSERT_EQ(svt_wire_send(fd, &h, "xxxxxxxx", 8), 0);
     TH_ASSERT_EQ(svt_wire_answer(fd, &a, NULL, 0, 5.0), 1);
     dt = th_time() - t0;
@@ -795,7 +810,7 @@ static void sec_hold_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     h.length     = 8;
     h.rnr_retry  = 7;
     h.timeout_ns = 3600ull * 1000000000ull;
-    t0 = th_time();
+    t0           = th_time();
     TH_ASSERT_EQ(svt_wire_send(fd, &h, "xxxxxxxx", 8), 0);
     TH_ASSERT_EQ(svt_wire_answer(fd, &a, NULL, 0, 5.0), 1);
     dt = th_time() - t0;
@@ -858,13 +873,13 @@ static int sec_devices(const char *shm_name)
 
 static int sec_use_fabric(void *arg)
 {
-    unsetenv("SOFTVERBS_NET");   /* this host only */
+    unsetenv("SOFTVERBS_NET"); /* this host only */
     return sec_devices(arg);
 }
 
 static int sec_plant(void *arg)
 {
-    const char **a = arg;   /* { link or file, target or NULL } */
+    const char **a = arg; /* { link or file, target or NULL } */
     int fd;
 
     if (a[1] != NULL) {
@@ -946,7 +961,7 @@ TH_TEST(softverbs_sec, segment_planted)
     TH_ASSERT_EQ(sec_child(SEC_UID2, sec_plant, plant), 0);
     TH_ASSERT_EQ(sec_child(SEC_UID, sec_use_fabric, name), 0);
     TH_ASSERT_SYS(stat(path, &st));
-    TH_ASSERT_EQ(st.st_size, 0);   /* nothing of the victim went there */
+    TH_ASSERT_EQ(st.st_size, 0); /* nothing of the victim went there */
     unlink(path);
 
     /* the user's own file, but readable by others */
@@ -967,13 +982,13 @@ TH_TEST(softverbs_sec, segment_planted)
     snprintf(name, sizeof(name), "svt-seg-ok-%d", (int)getpid());
     snprintf(path, sizeof(path), "/dev/shm/%s", name);
     TH_ASSERT_EQ(sec_child(SEC_UID, sec_use_fabric, name), 1);
-    TH_ASSERT_NE(stat(path, &st), 0);   /* and removed at its exit */
+    TH_ASSERT_NE(stat(path, &st), 0); /* and removed at its exit */
 }
 
 typedef struct {
     const char *name;
-    int         wait_fd;   /* -1, or read a byte from it before exiting */
-    int         ready_fd;
+    int wait_fd; /* -1, or read a byte from it before exiting */
+    int ready_fd;
 } sec_user_arg_t;
 
 static int sec_use_fabric_wait(void *arg)
@@ -985,7 +1000,7 @@ static int sec_use_fabric_wait(void *arg)
     struct ibv_mr *mr;
     static char buf[8192];
     char c = 'r';
-    int n = sec_use_fabric((void *)a->name);
+    int n  = sec_use_fabric((void *)a->name);
 
     if (n < 1) {
         return 2;
@@ -993,8 +1008,7 @@ static int sec_use_fabric_wait(void *arg)
     list = ibv_get_device_list(&n);
     ctx  = ibv_open_device(list[0]);
     pd   = ctx ? ibv_alloc_pd(ctx) : NULL;
-    mr   = pd ? ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE) :
-                NULL;
+    mr   = pd ? ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE) : NULL;
     if (mr == NULL) {
         return 3;
     }
@@ -1004,14 +1018,14 @@ static int sec_use_fabric_wait(void *arg)
     if (a->wait_fd >= 0 && read(a->wait_fd, &c, 1) != 1) {
         return 5;
     }
-    return 0;   /* exit() with the MR, PD and context still open */
+    return 0; /* exit() with the MR, PD and context still open */
 }
 
 /* The last process of a fabric removes its segment when it exits, not
  * before. */
 TH_TEST(softverbs_sec, segment_unlinked)
 {
-    sec_user_arg_t a = { NULL, -1, -1 };
+    sec_user_arg_t a = {NULL, -1, -1};
     int go[2], ready[2], status;
     char name[64], path[96], c;
     struct stat st;
@@ -1041,7 +1055,7 @@ TH_TEST(softverbs_sec, segment_unlinked)
     TH_ASSERT_EQ(read(ready[0], &c, 1), 1);
     TH_ASSERT_SYS(stat(path, &st));
     TH_ASSERT_EQ(sec_child(0, sec_use_fabric_wait, &a), 0);
-    TH_ASSERT_SYS(stat(path, &st));         /* the other one still uses it */
+    TH_ASSERT_SYS(stat(path, &st)); /* the other one still uses it */
     TH_ASSERT_EQ(write(go[1], "g", 1), 1);
     TH_ASSERT_EQ(waitpid(pid, &status, 0), pid);
     TH_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1111,10 +1125,10 @@ TH_TEST(softverbs_sec, secret_file)
     TH_ASSERT_EQ(st.st_mode & 07777, 0600);
     TH_ASSERT_EQ(st.st_uid, geteuid());
     TH_ASSERT_GE(st.st_size, 16);
-    TH_ASSERT_EQ(sv_auth_load_secret(k1, path, sizeof(path), err,
-                                     sizeof(err)), 0);
-    TH_ASSERT_EQ(sv_auth_load_secret(k2, path, sizeof(path), err,
-                                     sizeof(err)), 0);
+    TH_ASSERT_EQ(sv_auth_load_secret(k1, path, sizeof(path), err, sizeof(err)),
+                 0);
+    TH_ASSERT_EQ(sv_auth_load_secret(k2, path, sizeof(path), err, sizeof(err)),
+                 0);
     TH_ASSERT_MEM_EQ(k1, k2, 32);
 
     TH_ASSERT_SYS(chmod(f, 0640));
@@ -1168,7 +1182,9 @@ TH_TEST(softverbs_sec, secret_file)
         TH_ASSERT_NE(sec_child(SEC_UID, sec_load_as_other, f), 0);
         snprintf(g, sizeof(g), "%s/owned", sec_dir);
         TH_ASSERT_SYS(th_run_cmd(&out, "cp '%s' '%s' && chown %u '%s'", f, g,
-                                 SEC_UID, g) == 0 ? 0 : -1);
+                                 SEC_UID, g) == 0 ?
+                              0 :
+                              -1);
         free(out);
         TH_ASSERT_NE(sec_load(g, NULL), 0);
     }

@@ -78,8 +78,7 @@ TH_TEST(softverbs, vctx_query_ex)
     TH_ASSERT_MEM_EQ(&ax.orig_attr, &da, sizeof(da));
     TH_ASSERT_EQ(ax.comp_mask, 0);
     TH_ASSERT_EQ(ax.phys_port_cnt_ex, 1);
-    TH_ASSERT_EQ(ax.device_cap_flags_ex & 0xffffffffULL,
-                 da.device_cap_flags);
+    TH_ASSERT_EQ(ax.device_cap_flags_ex & 0xffffffffULL, da.device_cap_flags);
     TH_ASSERT_EQ(ax.odp_caps.general_caps, 0);
     TH_ASSERT_EQ(ax.max_dm_size, 0);
     /* an input with unknown requests, a caller's struct too small */
@@ -91,7 +90,8 @@ TH_TEST(softverbs, vctx_query_ex)
     memset(&ax, 0xa5, sizeof(ax));
     TH_ASSERT_EQ(vctx->query_device_ex(ep.ctx, NULL, &ax,
                                        offsetof(struct ibv_device_attr_ex,
-                                                odp_caps)), 0);
+                                                odp_caps)),
+                 0);
     TH_ASSERT_MEM_EQ(&ax.orig_attr, &da, sizeof(da));
     TH_ASSERT_EQ(ax.phys_port_cnt_ex, 0xa5a5a5a5);
 
@@ -105,11 +105,11 @@ TH_TEST(softverbs, vctx_query_ex)
     TH_ASSERT_EQ(pa.port_cap_flags2, 0);
     memset(&pc, 0, sizeof(pc));
 #undef ibv_query_port
-    TH_ASSERT_EQ(ibv_query_port(ep.ctx, 1,
-                                (struct _compat_ibv_port_attr *)&pc), 0);
+    TH_ASSERT_EQ(ibv_query_port(ep.ctx, 1, (struct _compat_ibv_port_attr *)&pc),
+                 0);
     TH_ASSERT_MEM_EQ(&pc, &pa, VCTX_PORT_COMPAT_LEN);
-    TH_ASSERT_EQ(ibv_query_port(ep.ctx, 2,
-                                (struct _compat_ibv_port_attr *)&pc), EINVAL);
+    TH_ASSERT_EQ(ibv_query_port(ep.ctx, 2, (struct _compat_ibv_port_attr *)&pc),
+                 EINVAL);
     TH_ASSERT_EQ(vctx->query_port(ep.ctx, 2, &pa, sizeof(pa)), EINVAL);
     TH_ASSERT_EQ(vctx->query_port(ep.ctx, 1, &pa, 8), EINVAL);
     memset(&pc, 0xa5, sizeof(pc));
@@ -152,8 +152,8 @@ TH_TEST(softverbs, vctx_create_ex)
     TH_ASSERT(ibv_create_qp_ex(ep.ctx, &qx) == NULL);
     TH_ASSERT_EQ(errno, EOPNOTSUPP);
     qx.create_flags = 0;
-    qx.comp_mask   |= IBV_QP_INIT_ATTR_XRCD;
-    errno           = 0;
+    qx.comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+    errno = 0;
     TH_ASSERT(ibv_create_qp_ex(ep.ctx, &qx) == NULL);
     TH_ASSERT_EQ(errno, EOPNOTSUPP);
     qx.comp_mask &= ~IBV_QP_INIT_ATTR_XRCD;
@@ -179,9 +179,9 @@ TH_TEST(softverbs, vctx_create_ex)
         svt_rc_connect(&ex, &ia);
     }
     sge = svt_sge(buf, 4096, mr);
-    TH_ASSERT_EQ(svt_post(qp, IBV_WR_RDMA_WRITE, &sge, 1,
-                          (uintptr_t)buf + 4096, mr->rkey, 7,
-                          IBV_SEND_SIGNALED), 0);
+    TH_ASSERT_EQ(svt_post(qp, IBV_WR_RDMA_WRITE, &sge, 1, (uintptr_t)buf + 4096,
+                          mr->rkey, 7, IBV_SEND_SIGNALED),
+                 0);
     svt_poll(ep.scq, &wc, 10);
     TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
     TH_ASSERT_EQ(wc.wr_id, 7);
@@ -251,12 +251,12 @@ TH_TEST(softverbs, vctx_unemulated)
     TH_ASSERT_EQ(ibv_set_ece(ep.qp, &ece), EOPNOTSUPP);
     TH_ASSERT_EQ(ibv_query_qp_data_in_order(ep.qp, IBV_WR_RDMA_WRITE, 0), 0);
     errno = 0;
-    TH_ASSERT(ibv_reg_dmabuf_mr(ep.pd, 0, 4096, 0, 0,
-                                IBV_ACCESS_LOCAL_WRITE) == NULL);
+    TH_ASSERT(ibv_reg_dmabuf_mr(ep.pd, 0, 4096, 0, 0, IBV_ACCESS_LOCAL_WRITE) ==
+              NULL);
     TH_ASSERT_EQ(errno, EOPNOTSUPP);
     /* the old MR stays valid */
-    TH_ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
-                              buf, 1024, IBV_ACCESS_LOCAL_WRITE),
+    TH_ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, buf,
+                              1024, IBV_ACCESS_LOCAL_WRITE),
                  IBV_REREG_MR_ERR_INPUT);
     TH_ASSERT_EQ(ibv_dereg_mr(mr), 0);
     svt_ep_close(&ep);
@@ -339,7 +339,7 @@ static void vctx_need_libfabric(void)
 }
 
 /* the environment a libfabric program needs to see softverbs */
-#define VCTX_FI_ENV \
+#define VCTX_FI_ENV                                                            \
     "LD_PRELOAD=%s/lib/libsoftverbs.so SOFTVERBS_MEMLOCK_LIMIT=unlimited"
 
 TH_TEST_TIMEOUT(softverbs, libfabric_info, 2 * VCTX_FI_TIMEOUT)
@@ -354,8 +354,10 @@ TH_TEST_TIMEOUT(softverbs, libfabric_info, 2 * VCTX_FI_TIMEOUT)
     th_log("%s", out);
     TH_ASSERT_EQ(rc, 0);
     free(out);
-    rc = th_run_cmd(&out, "timeout %d env " VCTX_FI_ENV " fi_info -p verbs "
-                    "2>&1", VCTX_FI_TIMEOUT, th_prefix());
+    rc = th_run_cmd(&out,
+                    "timeout %d env " VCTX_FI_ENV " fi_info -p verbs "
+                    "2>&1",
+                    VCTX_FI_TIMEOUT, th_prefix());
     th_log("%s", out);
     TH_ASSERT_EQ(rc, 0);
     TH_ASSERT(strstr(out, "domain: softverbs0\n") != NULL);
@@ -370,7 +372,7 @@ TH_TEST_TIMEOUT(softverbs, libfabric_info, 2 * VCTX_FI_TIMEOUT)
 /* is a TCP port in the LISTEN state on this host (IPv4 or IPv6)? */
 static int vctx_listening(unsigned port)
 {
-    static const char *const files[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+    static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
     unsigned lport, st, i;
     char line[512];
     FILE *f;
@@ -452,8 +454,8 @@ TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_rdm, 3 * VCTX_FI_TIMEOUT)
     TH_ASSERT_SYS(fd);
     snprintf(cmd, sizeof(cmd),
              "exec timeout %d env " VCTX_FI_ENV " fi_pingpong -p verbs "
-             "-e rdm -c -I %d -S all -B %u", VCTX_FI_TIMEOUT, th_prefix(),
-             VCTX_PP_ITERS, port);
+             "-e rdm -c -I %d -S all -B %u",
+             VCTX_FI_TIMEOUT, th_prefix(), VCTX_PP_ITERS, port);
     th_log("$ %s &", cmd);
     srv = fork();
     TH_ASSERT_SYS(srv);
@@ -477,7 +479,8 @@ TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_rdm, 3 * VCTX_FI_TIMEOUT)
         usleep(10000);
     }
 
-    rc = th_run_cmd(&out, "timeout %d env " VCTX_FI_ENV " fi_pingpong "
+    rc = th_run_cmd(&out,
+                    "timeout %d env " VCTX_FI_ENV " fi_pingpong "
                     "-p verbs -e rdm -c -I %d -S all -P %u 127.0.0.1 2>&1",
                     VCTX_FI_TIMEOUT, th_prefix(), VCTX_PP_ITERS, port);
     th_log("client: %s", out);

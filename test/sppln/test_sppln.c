@@ -1027,8 +1027,7 @@ TH_TEST(sppln, schedule_chunks)
     length = 256 * SPPLN_MB + 5;
     for (offset = 0, n = 0, expect = 128 * 1024; offset < length;
          offset += size, ++n) {
-        size = ucp_sppln_sched_chunk(length, offset, 128 * 1024, 2.0,
-                                     SPPLN_MB);
+        size = ucp_sppln_sched_chunk(length, offset, 128 * 1024, 2.0, SPPLN_MB);
         TH_ASSERT_EQ(size, sppln_min(expect, length - offset));
         expect = sppln_min(2 * expect, SPPLN_MB);
     }
@@ -1092,14 +1091,16 @@ static void sppln_trunc_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         if (rank == 0) {
             th_fill_pattern(buf, SPPLN_TRUNC_SIZE, 800 + i);
             th_oob_recv(oob, 1, &go, 1);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                    ucp_tag_send_nbx(ucp.ep, buf, SPPLN_TRUNC_SIZE,
-                                     0x300 + i, &param), 120.0));
+            TH_ASSERT_UCS_OK(
+                    th_ucp_wait(&ucp,
+                                ucp_tag_send_nbx(ucp.ep, buf, SPPLN_TRUNC_SIZE,
+                                                 0x300 + i, &param),
+                                120.0));
         } else {
             memset(buf + size, 0xee, 64);
             req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x300 + i,
                                    (ucp_tag_t)-1, &param);
-            go = 1;
+            go  = 1;
             th_oob_send(oob, 0, &go, 1);
             status = th_ucp_wait(&ucp, req, 120.0);
             if (i < SPPLN_TRUNC_MSGS) {
@@ -1121,16 +1122,17 @@ static void sppln_trunc_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT(st != NULL);
         TH_ASSERT_EQ(st->sent[!strcmp(arg->path, "bcopy") ? SP_BCOPY :
                               !strcmp(arg->path, "sppln") ? SP_SPPLN :
-                              SP_ZCOPY], SPPLN_TRUNC_MSGS + 1);
+                                                            SP_ZCOPY],
+                     SPPLN_TRUNC_MSGS + 1);
     }
     th_ucp_cleanup(&ucp);
 }
 
-#define SPPLN_TRUNC_TEST(_path) \
-    TH_TEST_TIMEOUT(sppln, truncated_##_path, 120) \
-    { \
-        sppln_arg_t arg = {#_path, "hcr", 0, 0, NULL}; \
-        sppln_run(sppln_trunc_rank, &arg); \
+#define SPPLN_TRUNC_TEST(_path)                                                \
+    TH_TEST_TIMEOUT(sppln, truncated_##_path, 120)                             \
+    {                                                                          \
+        sppln_arg_t arg = {#_path, "hcr", 0, 0, NULL};                         \
+        sppln_run(sppln_trunc_rank, &arg);                                     \
     }
 
 SPPLN_TRUNC_TEST(sppln)
@@ -1166,7 +1168,7 @@ static size_t sppln_auto_thresh(const char *model)
 
 typedef struct {
     sppln_arg_t super;
-    size_t      thresh;   /* where rndv/sppln must take over */
+    size_t thresh; /* where rndv/sppln must take over */
 } sppln_auto_arg_t;
 
 /* Rank 0 sends a message one byte below the threshold, one at it and one
@@ -1174,9 +1176,8 @@ typedef struct {
 static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_auto_arg_t *arg = varg;
-    const size_t sizes[]        = {arg->thresh - 1, arg->thresh,
-                                   3 * arg->thresh};
-    ucp_request_param_t param   = {0};
+    const size_t sizes[]      = {arg->thresh - 1, arg->thresh, 3 * arg->thresh};
+    ucp_request_param_t param = {0};
     const sppln_stats_t *st;
     size_t map_len, size;
     uint64_t before, after;
@@ -1187,7 +1188,7 @@ static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("auto", "hcr");
-    unsetenv("UCX_HCR_SPPLN_THRESH");  /* the default: auto */
+    unsetenv("UCX_HCR_SPPLN_THRESH"); /* the default: auto */
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -1196,25 +1197,26 @@ static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         buf  = sppln_map(size, &map_len);
         if (rank == 0) {
             st     = ucp_proto_sppln_stats(ucp.worker);
-            before = (st == NULL) ? 0 : st->sent[SP_BCOPY] +
-                                        st->sent[SP_SPPLN] +
-                                        st->sent[SP_ZCOPY];
+            before = (st == NULL) ? 0 :
+                                    st->sent[SP_BCOPY] + st->sent[SP_SPPLN] +
+                                            st->sent[SP_ZCOPY];
             th_fill_pattern(buf, size, 900 + i);
             th_oob_recv(oob, 1, &go, 1);
             TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                    ucp_tag_send_nbx(ucp.ep, buf, size, 0x400 + i, &param),
-                    120.0));
+                                         ucp_tag_send_nbx(ucp.ep, buf, size,
+                                                          0x400 + i, &param),
+                                         120.0));
             st    = ucp_proto_sppln_stats(ucp.worker);
-            after = (st == NULL) ? 0 : st->sent[SP_BCOPY] +
-                                       st->sent[SP_SPPLN] +
-                                       st->sent[SP_ZCOPY];
-            th_log("threshold %zu: %zu bytes %s rndv/sppln", arg->thresh,
-                   size, (after > before) ? "took" : "did not take");
+            after = (st == NULL) ? 0 :
+                                   st->sent[SP_BCOPY] + st->sent[SP_SPPLN] +
+                                           st->sent[SP_ZCOPY];
+            th_log("threshold %zu: %zu bytes %s rndv/sppln", arg->thresh, size,
+                   (after > before) ? "took" : "did not take");
             TH_ASSERT_EQ(after - before, (size >= arg->thresh) ? 1 : 0);
         } else {
             req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x400 + i,
                                    (ucp_tag_t)-1, &param);
-            go = 1;
+            go  = 1;
             th_oob_send(oob, 0, &go, 1);
             TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
             TH_CHECK_PATTERN(buf, size, 900 + i);
@@ -1226,14 +1228,14 @@ static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 }
 
 /* the same network with a latency 8 times longer: a C_0 8 times larger */
-#define SPPLN_MODEL_SLOW_NET \
-    "reg_resident 4e-6 1e-10\n" \
-    "reg_nonresident 4e-6 4e-10\n" \
-    "dereg 4e-6 5e-11\n" \
-    "copy 65536 2e10\n" \
-    "copy 67108864 8e9\n" \
-    "net_latency 1.6e-5\n" \
-    "net_bw 5e9\n" \
+#define SPPLN_MODEL_SLOW_NET                                                   \
+    "reg_resident 4e-6 1e-10\n"                                                \
+    "reg_nonresident 4e-6 4e-10\n"                                             \
+    "dereg 4e-6 5e-11\n"                                                       \
+    "copy 65536 2e10\n"                                                        \
+    "copy 67108864 8e9\n"                                                      \
+    "net_latency 1.6e-5\n"                                                     \
+    "net_bw 5e9\n"                                                             \
     "net_gap 1e-7\n"
 
 /* By default rndv/sppln takes over from the measured C_0, and where that
@@ -1272,7 +1274,7 @@ static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("sppln", arg->tls);
-    unsetenv("UCX_HCR_SPPLN_TLS");  /* the default */
+    unsetenv("UCX_HCR_SPPLN_TLS"); /* the default */
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     buf = malloc(SPPLN_MB);
@@ -1280,15 +1282,17 @@ static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     if (rank == 0) {
         th_fill_pattern(buf, SPPLN_MB, 31);
         th_oob_recv(oob, 1, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf,
-                SPPLN_MB, 7, &param), 120.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_send_nbx(ucp.ep, buf, SPPLN_MB, 7, &param),
+                            120.0));
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT_EQ((st == NULL) ? 0 : st->sent[SP_SPPLN], arg->max_size);
     } else {
         memset(buf, 0, SPPLN_MB);
         req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_MB, 7, (ucp_tag_t)-1,
                                &param);
-        go = 1;
+        go  = 1;
         th_oob_send(oob, 0, &go, 1);
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
         TH_CHECK_PATTERN(buf, SPPLN_MB, 31);
@@ -1300,7 +1304,7 @@ static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
 TH_TEST_TIMEOUT(sppln, tls_default_hcr_only, 120)
 {
-    sppln_arg_t on_rc = {"sppln", "rc_v", 0, 0, NULL};
+    sppln_arg_t on_rc  = {"sppln", "rc_v", 0, 0, NULL};
     sppln_arg_t on_hcr = {"sppln", "hcr", 1, 0, NULL};
 
     sppln_run(sppln_tls_rank, &on_rc);
@@ -1329,25 +1333,28 @@ static void sppln_iov_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     other = malloc(2 * half);
     TH_ASSERT((buf != NULL) && (other != NULL));
     /* the two halves of the message, not adjacent in memory */
-    iov[0].buffer        = other + half;
-    iov[0].length        = half;
-    iov[1].buffer        = other;
-    iov[1].length        = half;
-    iparam.op_attr_mask  = UCP_OP_ATTR_FIELD_DATATYPE;
-    iparam.datatype      = ucp_dt_make_iov();
+    iov[0].buffer       = other + half;
+    iov[0].length       = half;
+    iov[1].buffer       = other;
+    iov[1].length       = half;
+    iparam.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    iparam.datatype     = ucp_dt_make_iov();
 
     if (rank == 0) {
         /* a contiguous message: rndv/sppln; an iov one: not */
         th_fill_pattern(buf, 2 * half, 41);
         th_oob_recv(oob, 1, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf,
-                2 * half, 1, &param), 120.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_send_nbx(ucp.ep, buf, 2 * half, 1, &param),
+                            120.0));
         th_fill_pattern(buf, 2 * half, 42);
         memcpy(iov[0].buffer, buf, half);
         memcpy(iov[1].buffer, buf + half, half);
         th_oob_recv(oob, 1, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, iov, 2,
-                2, &iparam), 120.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, iov, 2, 2, &iparam),
+                            120.0));
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT(st != NULL);
         TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
@@ -1355,9 +1362,8 @@ static void sppln_iov_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     } else {
         /* the contiguous message into an iov receive */
         memset(other, 0, 2 * half);
-        req = ucp_tag_recv_nbx(ucp.worker, iov, 2, 1, (ucp_tag_t)-1,
-                               &iparam);
-        go = 1;
+        req = ucp_tag_recv_nbx(ucp.worker, iov, 2, 1, (ucp_tag_t)-1, &iparam);
+        go  = 1;
         th_oob_send(oob, 0, &go, 1);
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
         memcpy(buf, iov[0].buffer, half);
@@ -1393,8 +1399,7 @@ TH_TEST_TIMEOUT(sppln, iov_sender_keeps_ucx_protocols, 120)
 TH_TEST_TIMEOUT(sppln, copy_engine_off_dma_like_model, 300)
 {
     sppln_arg_t arg = {"sppln", "hcr", 4 * SPPLN_MB, 0,
-                       SPPLN_MODEL_BASE
-                       "engine thread 2e-7 5e-8 3e10 0.9 0\n"};
+                       SPPLN_MODEL_BASE "engine thread 2e-7 5e-8 3e10 0.9 0\n"};
 
     setenv("UCX_HCR_SPPLN_COPY_ASYNC", "n", 1);
     sppln_run(sppln_integrity_rank, &arg);
@@ -1414,8 +1419,8 @@ static const char *sppln_kib(size_t size, char *buf, size_t max)
  * send, with a hand-written model and the default threshold: the row of
  * rndv/sppln starts at the model's C_0 and shows its choice by size, C_0,
  * q and the sub-block size, as the model gives them */
-static void sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs,
-                                  void *varg)
+static void
+sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     ucp_request_param_t param = {0};
     char text[65536], expect[3][128], a[32], b[32], c[32];
@@ -1446,8 +1451,10 @@ static void sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs,
     if (rank == 0) {
         th_fill_pattern(buf, SPPLN_MB, 51);
         th_oob_recv(oob, 1, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf,
-                SPPLN_MB, 3, &param), 120.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_send_nbx(ucp.ep, buf, SPPLN_MB, 3, &param),
+                            120.0));
         fflush(stdout);
         TH_ASSERT(dup2(saved, STDOUT_FILENO) >= 0);
         n = pread(fd, text, sizeof(text) - 1, 0);
@@ -1456,8 +1463,8 @@ static void sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs,
         close(fd);
         th_log("UCX_PROTO_INFO:\n%s", text);
 
-        TH_ASSERT_UCS_OK(ucs_calib_model_read(getenv("UCX_HCR_CALIB_FILE"),
-                                              &m));
+        TH_ASSERT_UCS_OK(
+                ucs_calib_model_read(getenv("UCX_HCR_CALIB_FILE"), &m));
         ucs_calib_derive(&m, &d);
         TH_ASSERT_LT(d.sp_thresh, SPPLN_MB);
         snprintf(expect[0], sizeof(expect[0]), " %s..inf |",
@@ -1483,7 +1490,7 @@ static void sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs,
     } else {
         req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_MB, 3, (ucp_tag_t)-1,
                                &param);
-        go = 1;
+        go  = 1;
         th_oob_send(oob, 0, &go, 1);
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
         TH_CHECK_PATTERN(buf, SPPLN_MB, 51);

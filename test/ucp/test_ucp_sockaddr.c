@@ -23,11 +23,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define SA_TAG       0x5a
-#define SA_SIZE_BIG  (256 * 1024)
+#define SA_TAG      0x5a
+#define SA_SIZE_BIG (256 * 1024)
 
 typedef struct {
-    th_ucp_t         ucp;
+    th_ucp_t ucp;
     ucp_conn_request_h conn_request;
 } sa_server_t;
 
@@ -43,7 +43,7 @@ static void sa_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     th_ucp_t *ucp = arg;
 
-    th_log("endpoint %p error: %s", (void*)ep, ucs_status_string(status));
+    th_log("endpoint %p error: %s", (void *)ep, ucs_status_string(status));
     ucp->ep_error = status;
 }
 
@@ -62,12 +62,12 @@ static ucp_ep_h sa_client_ep(th_ucp_t *ucp, uint16_t port)
     ucp_ep_h ep;
 
     sa_addr(&sin, port);
-    params.field_mask       = UCP_EP_PARAM_FIELD_FLAGS |
-                              UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                              UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                              UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS |
+                        UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.flags            = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    params.sockaddr.addr    = (const struct sockaddr*)&sin;
+    params.sockaddr.addr    = (const struct sockaddr *)&sin;
     params.sockaddr.addrlen = sizeof(sin);
     params.err_mode         = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb   = sa_error_cb;
@@ -92,8 +92,8 @@ static char *sa_ep_info(ucp_ep_h ep)
 
 static void sa_send_recv_proc(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
-    const char *tl_prefix = arg;
-    size_t sizes[]        = {1024, SA_SIZE_BIG};
+    const char *tl_prefix     = arg;
+    size_t sizes[]            = {1024, SA_SIZE_BIG};
     ucp_request_param_t param = {0};
     ucs_status_ptr_t reqs[2];
     ucp_listener_params_t lparams = {0};
@@ -116,17 +116,17 @@ static void sa_send_recv_proc(th_oob_t *oob, int rank, int nprocs, void *arg)
     if (rank == 0) {
         th_ucp_init(&server.ucp, UCP_FEATURE_TAG);
         sa_addr(&sin, 0);
-        lparams.field_mask       = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
-                                   UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-        lparams.sockaddr.addr    = (const struct sockaddr*)&sin;
+        lparams.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+                             UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+        lparams.sockaddr.addr    = (const struct sockaddr *)&sin;
         lparams.sockaddr.addrlen = sizeof(sin);
         lparams.conn_handler.cb  = sa_conn_handler;
         lparams.conn_handler.arg = &server;
-        TH_ASSERT_UCS_OK(ucp_listener_create(server.ucp.worker, &lparams,
-                                             &listener));
+        TH_ASSERT_UCS_OK(
+                ucp_listener_create(server.ucp.worker, &lparams, &listener));
         lattr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
         TH_ASSERT_UCS_OK(ucp_listener_query(listener, &lattr));
-        port = ntohs(((struct sockaddr_in*)&lattr.sockaddr)->sin_port);
+        port = ntohs(((struct sockaddr_in *)&lattr.sockaddr)->sin_port);
         th_oob_send(oob, 1, &port, sizeof(port));
 
         /* post the receives before the client connects */
@@ -144,8 +144,8 @@ static void sa_send_recv_proc(th_oob_t *oob, int rank, int nprocs, void *arg)
         }
         eparams.field_mask   = UCP_EP_PARAM_FIELD_CONN_REQUEST;
         eparams.conn_request = server.conn_request;
-        TH_ASSERT_UCS_OK(ucp_ep_create(server.ucp.worker, &eparams,
-                                       &server.ucp.ep));
+        TH_ASSERT_UCS_OK(
+                ucp_ep_create(server.ucp.worker, &eparams, &server.ucp.ep));
         for (i = 0; i < 2; ++i) {
             TH_ASSERT_UCS_OK(th_ucp_wait(&server.ucp, reqs[i], 60));
             TH_CHECK_PATTERN(bufs[i], sizes[i], 100 + i);
@@ -173,8 +173,7 @@ static void sa_send_recv_proc(th_oob_t *oob, int rank, int nprocs, void *arg)
         info = sa_ep_info(ucp.ep);
         th_log("%s", info);
         if (strstr(info, tl_prefix) == NULL) {
-            TH_FAIL("no lane on %s in the endpoint's configuration",
-                    tl_prefix);
+            TH_FAIL("no lane on %s in the endpoint's configuration", tl_prefix);
         }
         free(info);
         th_ucp_flush_barrier(&ucp, oob);
@@ -192,7 +191,7 @@ static void sa_run(const char *tls, const char *tl_prefix)
         TH_SKIP("no verbs device for %s (softverbs is not preloaded)", tls);
     }
     setenv("UCX_TLS", tls, 1);
-    th_run_procs(2, sa_send_recv_proc, (void*)tl_prefix);
+    th_run_procs(2, sa_send_recv_proc, (void *)tl_prefix);
 }
 
 TH_TEST(ucp_sockaddr, send_on_connect_tcp)
@@ -220,8 +219,8 @@ static uint16_t sa_closed_port(void)
     sa_addr(&sin, 0);
     fd = socket(AF_INET, SOCK_STREAM, 0);
     TH_ASSERT_SYS(fd);
-    TH_ASSERT_SYS(bind(fd, (struct sockaddr*)&sin, sizeof(sin)));
-    TH_ASSERT_SYS(getsockname(fd, (struct sockaddr*)&sin, &len));
+    TH_ASSERT_SYS(bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
+    TH_ASSERT_SYS(getsockname(fd, (struct sockaddr *)&sin, &len));
     close(fd);
     return ntohs(sin.sin_port);
 }

@@ -44,102 +44,109 @@ const char *ucp_sppln_fresh_names[] = {
 };
 
 static ucs_config_field_t ucp_sppln_config_table[] = {
-    {"ENABLE", "try",
-     "Offer the rndv/sppln rendezvous protocol (per-message choice between\n"
-     "bcopy through staging, a superpipelined copy, and registration +\n"
-     "zero-copy, from the measured costs of the device).",
-     ucs_offsetof(ucp_sppln_config_t, enable), UCS_CONFIG_TYPE_TERNARY},
+        {"ENABLE", "try",
+         "Offer the rndv/sppln rendezvous protocol (per-message choice "
+         "between\n"
+         "bcopy through staging, a superpipelined copy, and registration +\n"
+         "zero-copy, from the measured costs of the device).",
+         ucs_offsetof(ucp_sppln_config_t, enable), UCS_CONFIG_TYPE_TERNARY},
 
-    {"TLS", "hcr",
-     "Transports on whose lanes rndv/sppln runs, or \"all\" for any lane\n"
-     "with put zero-copy. On lanes without uct_ep_put_notify_zcopy() each\n"
-     "put is followed by an active message ordered after it.",
-     ucs_offsetof(ucp_sppln_config_t, tls), UCS_CONFIG_TYPE_STRING_ARRAY},
+        {"TLS", "hcr",
+         "Transports on whose lanes rndv/sppln runs, or \"all\" for any lane\n"
+         "with put zero-copy. On lanes without uct_ep_put_notify_zcopy() each\n"
+         "put is followed by an active message ordered after it.",
+         ucs_offsetof(ucp_sppln_config_t, tls), UCS_CONFIG_TYPE_STRING_ARRAY},
 
-    {"PATH", "auto",
-     "How rndv/sppln moves a message:\n"
-     " auto  - a buffer found in the registration cache goes zero-copy; else\n"
-     "         the measured critical sizes choose bcopy, sppln or zcopy.\n"
-     " bcopy - copy through the staging buffers in fixed chunks.\n"
-     " sppln - superpipelined copy through the staging buffers.\n"
-     " zcopy - register the buffer and send it with UCX's rendezvous.",
-     ucs_offsetof(ucp_sppln_config_t, path),
-     UCS_CONFIG_TYPE_ENUM(ucp_sppln_path_names)},
+        {"PATH", "auto",
+         "How rndv/sppln moves a message:\n"
+         " auto  - a buffer found in the registration cache goes zero-copy; "
+         "else\n"
+         "         the measured critical sizes choose bcopy, sppln or zcopy.\n"
+         " bcopy - copy through the staging buffers in fixed chunks.\n"
+         " sppln - superpipelined copy through the staging buffers.\n"
+         " zcopy - register the buffer and send it with UCX's rendezvous.",
+         ucs_offsetof(ucp_sppln_config_t, path),
+         UCS_CONFIG_TYPE_ENUM(ucp_sppln_path_names)},
 
-    {"THRESH", "auto",
-     "Message size from which rndv/sppln takes over from the other\n"
-     "protocols (it sends buffers in the registration cache, or sent\n"
-     "before, with UCX's rendezvous). auto: the measured C_0, the bytes\n"
-     "copied during a rendezvous round trip, from which a staged first send\n"
-     "hides its first copy in the round trip (at least 16k).",
-     ucs_offsetof(ucp_sppln_config_t, thresh),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"THRESH", "auto",
+         "Message size from which rndv/sppln takes over from the other\n"
+         "protocols (it sends buffers in the registration cache, or sent\n"
+         "before, with UCX's rendezvous). auto: the measured C_0, the bytes\n"
+         "copied during a rendezvous round trip, from which a staged first "
+         "send\n"
+         "hides its first copy in the round trip (at least 16k).",
+         ucs_offsetof(ucp_sppln_config_t, thresh),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"SLOT_SIZE", "1m",
-     "Bytes per staging slot: the largest chunk. Each transfer uses three\n"
-     "slots on each side (triple buffering).",
-     ucs_offsetof(ucp_sppln_config_t, slot_size),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"SLOT_SIZE", "1m",
+         "Bytes per staging slot: the largest chunk. Each transfer uses three\n"
+         "slots on each side (triple buffering).",
+         ucs_offsetof(ucp_sppln_config_t, slot_size),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"SUB_SIZE", "auto",
-     "Bytes per notified put: the receiver copies a sub-block out as soon\n"
-     "as its notification arrives. auto: the measured size on whose wire\n"
-     "time the put's own cost (the network's gap) is about 1/32\n"
-     "(ucx_hcr_calib shows it; 64k without a model), at most a slot.",
-     ucs_offsetof(ucp_sppln_config_t, sub_size),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"SUB_SIZE", "auto",
+         "Bytes per notified put: the receiver copies a sub-block out as soon\n"
+         "as its notification arrives. auto: the measured size on whose wire\n"
+         "time the put's own cost (the network's gap) is about 1/32\n"
+         "(ucx_hcr_calib shows it; 64k without a model), at most a slot.",
+         ucs_offsetof(ucp_sppln_config_t, sub_size),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"GROUPS", "4",
-     "Transfers that can be staged at once per worker and direction; the\n"
-     "staging regions are GROUPS x 3 x SLOT_SIZE bytes each, registered once.",
-     ucs_offsetof(ucp_sppln_config_t, groups),
-     UCS_CALIB_CONFIG_TYPE_COUNT},
+        {"GROUPS", "4",
+         "Transfers that can be staged at once per worker and direction; the\n"
+         "staging regions are GROUPS x 3 x SLOT_SIZE bytes each, registered "
+         "once.",
+         ucs_offsetof(ucp_sppln_config_t, groups), UCS_CALIB_CONFIG_TYPE_COUNT},
 
-    {"C0", "auto",
-     "First chunk of the superpipeline. auto: the measured C_0 (the bytes\n"
-     "copied during a rendezvous round trip), or an eighth of the message\n"
-     "if more.",
-     ucs_offsetof(ucp_sppln_config_t, c0),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"C0", "auto",
+         "First chunk of the superpipeline. auto: the measured C_0 (the bytes\n"
+         "copied during a rendezvous round trip), or an eighth of the message\n"
+         "if more.",
+         ucs_offsetof(ucp_sppln_config_t, c0), UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"Q", "0",
-     "Growth ratio of the superpipeline's chunks. 0: the measured\n"
-     "q = copy bandwidth / network bandwidth, at least 2 (chunks double\n"
-     "where copies are not twice as fast as the network).",
-     ucs_offsetof(ucp_sppln_config_t, q),
-     UCS_CALIB_CONFIG_TYPE_DOUBLE},
+        {"Q", "0",
+         "Growth ratio of the superpipeline's chunks. 0: the measured\n"
+         "q = copy bandwidth / network bandwidth, at least 2 (chunks double\n"
+         "where copies are not twice as fast as the network).",
+         ucs_offsetof(ucp_sppln_config_t, q), UCS_CALIB_CONFIG_TYPE_DOUBLE},
 
-    {"COPY_ASYNC", "auto",
-     "The sender stages chunks with the asynchronous copy engine instead of\n"
-     "copying them itself, so that it posts puts and progresses while the\n"
-     "next chunks are copied. The receiver copies out itself.\n"
-     " y    - with the backend of UCX_HCR_COPY_ENGINE.\n"
-     " n    - never.\n"
-     " auto - when the measured model of the lane's device names a backend\n"
-     "        (of those UCX_HCR_COPY_ENGINE allows) that hides at least half\n"
-     "        of the copy time net of the CPU time of its own threads, and\n"
-     "        keeps up with the copy by the sender (ucx_hcr_calib shows it).\n"
-     "        A helper thread only gains on cores that would be idle, which\n"
-     "        the model does not assume.",
-     ucs_offsetof(ucp_sppln_config_t, copy_async),
-     UCS_CONFIG_TYPE_TERNARY_AUTO},
+        {"COPY_ASYNC", "auto",
+         "The sender stages chunks with the asynchronous copy engine instead "
+         "of\n"
+         "copying them itself, so that it posts puts and progresses while the\n"
+         "next chunks are copied. The receiver copies out itself.\n"
+         " y    - with the backend of UCX_HCR_COPY_ENGINE.\n"
+         " n    - never.\n"
+         " auto - when the measured model of the lane's device names a "
+         "backend\n"
+         "        (of those UCX_HCR_COPY_ENGINE allows) that hides at least "
+         "half\n"
+         "        of the copy time net of the CPU time of its own threads, "
+         "and\n"
+         "        keeps up with the copy by the sender (ucx_hcr_calib shows "
+         "it).\n"
+         "        A helper thread only gains on cores that would be idle, "
+         "which\n"
+         "        the model does not assume.",
+         ucs_offsetof(ucp_sppln_config_t, copy_async),
+         UCS_CONFIG_TYPE_TERNARY_AUTO},
 
-    {"FRESH_COPY", "kcopy",
-     "How the receiver copies into a receive buffer whose pages were never\n"
-     "touched (a page fault per page costs 10-12 us on these virtual\n"
-     "machines, against 1-2 us when the kernel faults the pages in):\n"
-     " kcopy    - the kernel copies, with process_vm_writev() into this\n"
-     "            process, and faults the pages in as it goes, the way it\n"
-     "            does for a zero-copy receive; falls back to populate\n"
-     "            where the call is not allowed.\n"
-     " populate - madvise(MADV_POPULATE_WRITE) (Linux 5.14), then memcpy;\n"
-     "            falls back to fault where the kernel lacks it.\n"
-     " fault    - memcpy, one page fault per page.",
-     ucs_offsetof(ucp_sppln_config_t, fresh_copy),
-     UCS_CONFIG_TYPE_ENUM(ucp_sppln_fresh_names)},
+        {"FRESH_COPY", "kcopy",
+         "How the receiver copies into a receive buffer whose pages were "
+         "never\n"
+         "touched (a page fault per page costs 10-12 us on these virtual\n"
+         "machines, against 1-2 us when the kernel faults the pages in):\n"
+         " kcopy    - the kernel copies, with process_vm_writev() into this\n"
+         "            process, and faults the pages in as it goes, the way it\n"
+         "            does for a zero-copy receive; falls back to populate\n"
+         "            where the call is not allowed.\n"
+         " populate - madvise(MADV_POPULATE_WRITE) (Linux 5.14), then memcpy;\n"
+         "            falls back to fault where the kernel lacks it.\n"
+         " fault    - memcpy, one page fault per page.",
+         ucs_offsetof(ucp_sppln_config_t, fresh_copy),
+         UCS_CONFIG_TYPE_ENUM(ucp_sppln_fresh_names)},
 
-    {NULL}
-};
+        {NULL}};
 
 UCS_CONFIG_REGISTER_TABLE(ucp_sppln_config_table,
                           "Superpipelined rendezvous (rndv/sppln)",
@@ -199,8 +206,8 @@ static void ucp_sppln_config_read(void)
     if ((ucp_sppln_cfg.q != 0) && ((ucp_sppln_cfg.q < UCP_SPPLN_Q_MIN) ||
                                    (ucp_sppln_cfg.q > UCP_SPPLN_Q_MAX))) {
         ucs_error("UCX_HCR_SPPLN_Q=%g: need 0 (measured) or %g to %g; "
-                  "rndv/sppln disabled", ucp_sppln_cfg.q, UCP_SPPLN_Q_MIN,
-                  UCP_SPPLN_Q_MAX);
+                  "rndv/sppln disabled",
+                  ucp_sppln_cfg.q, UCP_SPPLN_Q_MIN, UCP_SPPLN_Q_MAX);
         return;
     }
 
@@ -226,7 +233,7 @@ static size_t ucp_sppln_sched_step(double *chunk, double q, size_t slot_size,
                       slot_size);
     /* no larger than a slot: grown without a bound, it would pass what a
      * size_t holds after some 50 chunks, and convert to nonsense */
-    *chunk  = ucs_min(*chunk * q, (double)slot_size);
+    *chunk = ucs_min(*chunk * q, (double)slot_size);
     return ucs_min(size, left);
 }
 
@@ -547,7 +554,7 @@ void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name,
                                   ucs_min(UCP_SPPLN_SUB_MIN, max_sub));
     }
 
-    spriv->q  = ucs_min(ucs_max(spriv->q, UCP_SPPLN_Q_MIN), UCP_SPPLN_Q_MAX);
+    spriv->q = ucs_min(ucs_max(spriv->q, UCP_SPPLN_Q_MIN), UCP_SPPLN_Q_MAX);
 
     ucp_sppln_copy_backend(spriv, cfg);
 }

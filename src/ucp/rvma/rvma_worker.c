@@ -34,55 +34,62 @@ typedef struct ucp_rvma_config {
 } ucp_rvma_config_t;
 
 static ucs_config_field_t ucp_rvma_config_table[] = {
-    {"AM_ID", "4000",
-     "First of the five consecutive UCP active message ids that RVMA puts,\n"
-     "their replies and the fast path's control messages use (ucpx_rvma.h);\n"
-     "the application must not register handlers on them. Initiator and\n"
-     "target must use the same value.",
-     ucs_offsetof(ucp_rvma_config_t, am_id),
-     UCS_CALIB_CONFIG_TYPE_UINT},
+        {"AM_ID", "4000",
+         "First of the five consecutive UCP active message ids that RVMA "
+         "puts,\n"
+         "their replies and the fast path's control messages use "
+         "(ucpx_rvma.h);\n"
+         "the application must not register handlers on them. Initiator and\n"
+         "target must use the same value.",
+         ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CALIB_CONFIG_TYPE_UINT},
 
-    {"FAST", "y",
-     "Fast path where the active message lane can put with notification\n"
-     "(hcr): each initiator gets a registered ring in the target, and a put\n"
-     "of up to FAST_MAX bytes is one write-with-immediate into it, copied\n"
-     "into the posted buffer by the target's progress and acknowledged in\n"
-     "batches. A target with FAST=n refuses the rings.",
-     ucs_offsetof(ucp_rvma_config_t, fast), UCS_CONFIG_TYPE_BOOL},
+        {"FAST", "y",
+         "Fast path where the active message lane can put with notification\n"
+         "(hcr): each initiator gets a registered ring in the target, and a "
+         "put\n"
+         "of up to FAST_MAX bytes is one write-with-immediate into it, copied\n"
+         "into the posted buffer by the target's progress and acknowledged in\n"
+         "batches. A target with FAST=n refuses the rings.",
+         ucs_offsetof(ucp_rvma_config_t, fast), UCS_CONFIG_TYPE_BOOL},
 
-    {"RING_SIZE", "256k",
-     "Size of the ring a target leases to each initiator for fast path puts\n"
-     "(registered memory on both sides).",
-     ucs_offsetof(ucp_rvma_config_t, ring_size),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"RING_SIZE", "256k",
+         "Size of the ring a target leases to each initiator for fast path "
+         "puts\n"
+         "(registered memory on both sides).",
+         ucs_offsetof(ucp_rvma_config_t, ring_size),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"FAST_MAX", "16k",
-     "Largest put that the fast path copies into the ring. At most a quarter\n"
-     "of RING_SIZE.",
-     ucs_offsetof(ucp_rvma_config_t, fast_max),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"FAST_MAX", "16k",
+         "Largest put that the fast path copies into the ring. At most a "
+         "quarter\n"
+         "of RING_SIZE.",
+         ucs_offsetof(ucp_rvma_config_t, fast_max),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"READ_MAX", "inf",
-     "Largest put that the fast path sends as a record naming the\n"
-     "initiator's buffer (registered through the registration cache), from\n"
-     "which the target reads the data straight into the posted buffer: no\n"
-     "copy on either side. It applies to puts larger than FAST_MAX; with 0,\n"
-     "or where the lane cannot read, they and any put that finds the ring\n"
-     "full take the active message path.",
-     ucs_offsetof(ucp_rvma_config_t, read_max),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"READ_MAX", "inf",
+         "Largest put that the fast path sends as a record naming the\n"
+         "initiator's buffer (registered through the registration cache), "
+         "from\n"
+         "which the target reads the data straight into the posted buffer: no\n"
+         "copy on either side. It applies to puts larger than FAST_MAX; with "
+         "0,\n"
+         "or where the lane cannot read, they and any put that finds the ring\n"
+         "full take the active message path.",
+         ucs_offsetof(ucp_rvma_config_t, read_max),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"RING_POLL", "y",
-     "Find fast path records by polling the rings, as soon as a record's\n"
-     "last bytes have landed, instead of waiting for the write's receive\n"
-     "completion. This needs the last bytes of one RDMA write to land after\n"
-     "the rest, as HCAs place a write in address order (the eager RDMA of\n"
-     "MVAPICH and Open MPI expects it) and as softverbs lands them. With n,\n"
-     "records are taken only at their completion.",
-     ucs_offsetof(ucp_rvma_config_t, ring_poll), UCS_CONFIG_TYPE_BOOL},
+        {"RING_POLL", "y",
+         "Find fast path records by polling the rings, as soon as a record's\n"
+         "last bytes have landed, instead of waiting for the write's receive\n"
+         "completion. This needs the last bytes of one RDMA write to land "
+         "after\n"
+         "the rest, as HCAs place a write in address order (the eager RDMA of\n"
+         "MVAPICH and Open MPI expects it) and as softverbs lands them. With "
+         "n,\n"
+         "records are taken only at their completion.",
+         ucs_offsetof(ucp_rvma_config_t, ring_poll), UCS_CONFIG_TYPE_BOOL},
 
-    {NULL}
-};
+        {NULL}};
 
 static ucs_mpool_ops_t ucp_rvma_mpool_ops = {
     .chunk_alloc   = ucs_mpool_chunk_malloc,
@@ -164,8 +171,9 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
         ucs_memunits_to_str(config.fast_max, fast_str, sizeof(fast_str));
         ucs_error("UCX_HCR_RVMA_RING_SIZE=%s, UCX_HCR_RVMA_FAST_MAX=%s: "
                   "the ring must be a multiple of %d bytes, at most %zu, "
-                  "and at least 4 times FAST_MAX", ring_str, fast_str,
-                  UCP_RVMA_RING_ALIGN, (size_t)UCP_RVMA_RING_MAX_SIZE);
+                  "and at least 4 times FAST_MAX",
+                  ring_str, fast_str, UCP_RVMA_RING_ALIGN,
+                  (size_t)UCP_RVMA_RING_MAX_SIZE);
         status = UCS_ERR_INVALID_PARAM;
         goto out_release_config;
     }

@@ -48,7 +48,7 @@
 #define UCS_CALIB_FORMAT_VERSION 4
 
 /* modes of the cache directory: the user's alone */
-#define UCS_CALIB_DIR_MODE       0700
+#define UCS_CALIB_DIR_MODE 0700
 
 
 typedef enum {
@@ -189,8 +189,11 @@ static ucs_status_t ucs_calib_dir_check(const char *dir)
         ((st.st_mode & 0777) != UCS_CALIB_DIR_MODE)) {
         ucs_warn("calibration cache %s is %s (owner uid %u, mode %04o), not a "
                  "directory of uid %u with mode %04o: measuring without a "
-                 "cache", dir, S_ISLNK(st.st_mode) ? "a symbolic link" :
-                 S_ISDIR(st.st_mode) ? "a directory" : "not a directory",
+                 "cache",
+                 dir,
+                 S_ISLNK(st.st_mode) ? "a symbolic link" :
+                 S_ISDIR(st.st_mode) ? "a directory" :
+                                       "not a directory",
                  (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
                  (unsigned)geteuid(), UCS_CALIB_DIR_MODE);
         return UCS_ERR_UNSUPPORTED;
@@ -250,8 +253,8 @@ static int ucs_calib_cache_open(const char *path, int flags)
 }
 
 /* the cached model, UCS_ERR_NO_ELEM when there is none */
-static ucs_status_t ucs_calib_cache_read(const char *path,
-                                         ucs_calib_model_t *model)
+static ucs_status_t
+ucs_calib_cache_read(const char *path, ucs_calib_model_t *model)
 {
     ucs_status_t status;
     int fd;
@@ -403,7 +406,8 @@ ucs_status_t ucs_calib_get(const char *dev_name, const char *dev_key,
             status = ucs_calib_model_read(config.file, model);
             if (status == UCS_ERR_NO_ELEM) {
                 ucs_error("cannot open calibration model "
-                          "UCX_HCR_CALIB_FILE=%s: %m", config.file);
+                          "UCX_HCR_CALIB_FILE=%s: %m",
+                          config.file);
             }
             if (status != UCS_OK) {
                 ucs_strncpy_zero(ucs_calib_bad_file, config.file,
@@ -473,38 +477,34 @@ int ucs_calib_config_sscanf_memunits(const char *buf, void *dest,
            ucs_config_sscanf_memunits(buf, dest, arg);
 }
 
-int ucs_calib_config_sscanf_uint(const char *buf, void *dest,
-                                 const void *arg)
+int ucs_calib_config_sscanf_uint(const char *buf, void *dest, const void *arg)
 {
     return !ucs_calib_config_negative(buf) &&
            (ucs_config_sscanf_uint(buf, dest, arg) == 1);
 }
 
-int ucs_calib_config_sscanf_count(const char *buf, void *dest,
-                                  const void *arg)
+int ucs_calib_config_sscanf_count(const char *buf, void *dest, const void *arg)
 {
     /* "inf" threads or queue entries would be 2^32-1 of them */
     return strcasecmp(buf, UCS_NUMERIC_INF_STR) &&
            ucs_calib_config_sscanf_uint(buf, dest, arg) &&
-           (*(unsigned*)dest >= 1);
+           (*(unsigned *)dest >= 1);
 }
 
-int ucs_calib_config_sscanf_double(const char *buf, void *dest,
-                                   const void *arg)
+int ucs_calib_config_sscanf_double(const char *buf, void *dest, const void *arg)
 {
     double value;
 
-    if ((ucs_config_sscanf_double(buf, &value, arg) != 1) ||
-        !isfinite(value) || (value < 0)) {
+    if ((ucs_config_sscanf_double(buf, &value, arg) != 1) || !isfinite(value) ||
+        (value < 0)) {
         return 0;
     }
 
-    *(double*)dest = value;
+    *(double *)dest = value;
     return 1;
 }
 
-int ucs_calib_config_sscanf_time(const char *buf, void *dest,
-                                 const void *arg)
+int ucs_calib_config_sscanf_time(const char *buf, void *dest, const void *arg)
 {
     double value;
 
@@ -513,6 +513,6 @@ int ucs_calib_config_sscanf_time(const char *buf, void *dest,
         return 0;
     }
 
-    *(double*)dest = value;
+    *(double *)dest = value;
     return 1;
 }

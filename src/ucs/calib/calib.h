@@ -245,17 +245,17 @@ void ucs_calib_derive(const ucs_calib_model_t *model,
 
 /* Kinds of values in a model, each with physical bounds (calib_model.c) */
 typedef enum {
-    UCS_CALIB_VALUE_TIME,     /* fixed cost of one operation, seconds */
+    UCS_CALIB_VALUE_TIME, /* fixed cost of one operation, seconds */
     UCS_CALIB_VALUE_PER_BYTE, /* cost per byte, seconds */
-    UCS_CALIB_VALUE_BW,       /* bytes per second */
-    UCS_CALIB_VALUE_SHARE,    /* a share of a time, 0..1 */
-    UCS_CALIB_VALUE_SIZE,     /* whole bytes */
+    UCS_CALIB_VALUE_BW, /* bytes per second */
+    UCS_CALIB_VALUE_SHARE, /* a share of a time, 0..1 */
+    UCS_CALIB_VALUE_SIZE, /* whole bytes */
     UCS_CALIB_VALUE_DURATION, /* how long the measurement took, seconds */
     UCS_CALIB_VALUE_LAST
 } ucs_calib_value_t;
 
 typedef struct {
-    double     min, max;
+    double min, max;
     const char *unit;
 } ucs_calib_bound_t;
 
@@ -277,8 +277,8 @@ const ucs_calib_bound_t *ucs_calib_value_bound(ucs_calib_value_t kind);
  *
  * @return UCS_OK, or UCS_ERR_INVALID_PARAM.
  */
-ucs_status_t ucs_calib_model_check(ucs_calib_model_t *model, int fix,
-                                   char *err, size_t max);
+ucs_status_t
+ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max);
 
 
 /* Text form of a model, as the cache stores it ("key value" lines) */
@@ -302,8 +302,8 @@ ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
 ucs_status_t ucs_calib_model_read(const char *path, ucs_calib_model_t *model);
 
 /* The same from an open file (@a name is for messages) */
-ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
-                                     ucs_calib_model_t *model);
+ucs_status_t
+ucs_calib_model_read_fd(int fd, const char *name, ucs_calib_model_t *model);
 
 
 /* @a length bytes of @a data as printable ASCII, others as \xNN, cut to
@@ -322,46 +322,57 @@ const char *ucs_calib_source_name(ucs_calib_source_t source);
  */
 int ucs_calib_config_sscanf_memunits(const char *buf, void *dest,
                                      const void *arg);
-int ucs_calib_config_sscanf_uint(const char *buf, void *dest,
-                                 const void *arg);
-int ucs_calib_config_sscanf_count(const char *buf, void *dest,
-                                  const void *arg);
+int ucs_calib_config_sscanf_uint(const char *buf, void *dest, const void *arg);
+int ucs_calib_config_sscanf_count(const char *buf, void *dest, const void *arg);
 int ucs_calib_config_sscanf_double(const char *buf, void *dest,
                                    const void *arg);
-int ucs_calib_config_sscanf_time(const char *buf, void *dest,
-                                 const void *arg);
+int ucs_calib_config_sscanf_time(const char *buf, void *dest, const void *arg);
 
 /* bytes: <number>[b|kb|mb|gb], "inf" or "auto"; never negative */
-#define UCS_CALIB_CONFIG_TYPE_MEMUNITS \
-    {ucs_calib_config_sscanf_memunits, ucs_config_sprintf_memunits, \
-     ucs_config_clone_ulong, ucs_config_release_nop, ucs_config_help_generic, \
-     "memory units: <number>[b|kb|mb|gb], \"inf\", or \"auto\" (not " \
-     "negative)"}
+#define UCS_CALIB_CONFIG_TYPE_MEMUNITS                                         \
+    {                                                                          \
+        ucs_calib_config_sscanf_memunits, ucs_config_sprintf_memunits,         \
+                ucs_config_clone_ulong, ucs_config_release_nop,                \
+                ucs_config_help_generic,                                       \
+                "memory units: <number>[b|kb|mb|gb], \"inf\", or \"auto\" "    \
+                "(not "                                                        \
+                "negative)"                                                    \
+    }
 
 /* an unsigned integer, 0 included, or "inf" */
-#define UCS_CALIB_CONFIG_TYPE_UINT \
-    {ucs_calib_config_sscanf_uint, ucs_config_sprintf_uint, \
-     ucs_config_clone_uint, ucs_config_release_nop, ucs_config_help_generic, \
-     "unsigned integer (not negative)"}
+#define UCS_CALIB_CONFIG_TYPE_UINT                                             \
+    {                                                                          \
+        ucs_calib_config_sscanf_uint, ucs_config_sprintf_uint,                 \
+                ucs_config_clone_uint, ucs_config_release_nop,                 \
+                ucs_config_help_generic, "unsigned integer (not negative)"     \
+    }
 
 /* a number of threads, slots or entries: at least 1 */
-#define UCS_CALIB_CONFIG_TYPE_COUNT \
-    {ucs_calib_config_sscanf_count, ucs_config_sprintf_uint, \
-     ucs_config_clone_uint, ucs_config_release_nop, ucs_config_help_generic, \
-     "count: an integer of at least 1"}
+#define UCS_CALIB_CONFIG_TYPE_COUNT                                            \
+    {                                                                          \
+        ucs_calib_config_sscanf_count, ucs_config_sprintf_uint,                \
+                ucs_config_clone_uint, ucs_config_release_nop,                 \
+                ucs_config_help_generic, "count: an integer of at least 1"     \
+    }
 
 /* a finite number, not negative */
-#define UCS_CALIB_CONFIG_TYPE_DOUBLE \
-    {ucs_calib_config_sscanf_double, ucs_config_sprintf_double, \
-     ucs_config_clone_double, ucs_config_release_nop, \
-     ucs_config_help_generic, "floating point number, finite, not negative"}
+#define UCS_CALIB_CONFIG_TYPE_DOUBLE                                           \
+    {                                                                          \
+        ucs_calib_config_sscanf_double, ucs_config_sprintf_double,             \
+                ucs_config_clone_double, ucs_config_release_nop,               \
+                ucs_config_help_generic,                                       \
+                "floating point number, finite, not negative"                  \
+    }
 
 /* a time, finite and not negative */
-#define UCS_CALIB_CONFIG_TYPE_TIME \
-    {ucs_calib_config_sscanf_time, ucs_config_sprintf_time, \
-     ucs_config_clone_double, ucs_config_release_nop, \
-     ucs_config_help_generic, "time value: <number>[s|us|ms|ns], not " \
-     "negative"}
+#define UCS_CALIB_CONFIG_TYPE_TIME                                             \
+    {                                                                          \
+        ucs_calib_config_sscanf_time, ucs_config_sprintf_time,                 \
+                ucs_config_clone_double, ucs_config_release_nop,               \
+                ucs_config_help_generic,                                       \
+                "time value: <number>[s|us|ms|ns], not "                       \
+                "negative"                                                     \
+    }
 
 END_C_DECLS
 

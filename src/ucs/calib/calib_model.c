@@ -350,34 +350,33 @@ static const char *ucs_calib_pages_key[] = {
  * e.g. a copy engine's overlap on a loaded host).
  */
 static const ucs_calib_bound_t ucs_calib_bounds[] = {
-    /* one operation's fixed cost (registration, a fault's start, latency,
+        /* one operation's fixed cost (registration, a fault's start, latency,
      * gap, a copy's start): no device takes a second for one */
-    [UCS_CALIB_VALUE_TIME]     = {0.0, 1.0, "s"},
-    /* cost per byte: 1 us a byte is 1 MB/s, slower than any memory or link
+        [UCS_CALIB_VALUE_TIME] = {0.0, 1.0, "s"},
+        /* cost per byte: 1 us a byte is 1 MB/s, slower than any memory or link
      * a registration or a copy is compared with */
-    [UCS_CALIB_VALUE_PER_BYTE] = {0.0, 1e-6, "s/byte"},
-    /* bandwidth of a copy or a link: 1 MB/s to 10 TB/s, ten times the
+        [UCS_CALIB_VALUE_PER_BYTE] = {0.0, 1e-6, "s/byte"},
+        /* bandwidth of a copy or a link: 1 MB/s to 10 TB/s, ten times the
      * fastest memory of today; a zero or infinite one has no meaning */
-    [UCS_CALIB_VALUE_BW]       = {1e6, 1e13, "bytes/s"},
-    /* share of a copy's time hidden by computing: none to all of it */
-    [UCS_CALIB_VALUE_SHARE]    = {0.0, 1.0, ""},
-    /* working set of a copy point, whole bytes: one byte to 1 TiB, more than
+        [UCS_CALIB_VALUE_BW] = {1e6, 1e13, "bytes/s"},
+        /* share of a copy's time hidden by computing: none to all of it */
+        [UCS_CALIB_VALUE_SHARE] = {0.0, 1.0, ""},
+        /* working set of a copy point, whole bytes: one byte to 1 TiB, more than
      * any host copies at once and exact in a double */
-    [UCS_CALIB_VALUE_SIZE]     = {1.0, (double)UCS_TBYTE, "bytes"},
-    /* how long the measurement took: informational, at most an hour */
-    [UCS_CALIB_VALUE_DURATION] = {0.0, 3600.0, "s"}
-};
+        [UCS_CALIB_VALUE_SIZE] = {1.0, (double)UCS_TBYTE, "bytes"},
+        /* how long the measurement took: informational, at most an hour */
+        [UCS_CALIB_VALUE_DURATION] = {0.0, 3600.0, "s"}};
 
 /* a model file is a few hundred bytes: a larger file is not a model */
-#define UCS_CALIB_FILE_MAX        65536
+#define UCS_CALIB_FILE_MAX 65536
 /* and its lines are short */
-#define UCS_CALIB_LINE_MAX        256
+#define UCS_CALIB_LINE_MAX 256
 /* most tokens on a line ("engine <name> start post bw overlap cpu") */
-#define UCS_CALIB_MAX_TOKENS      7
+#define UCS_CALIB_MAX_TOKENS 7
 /* bytes of a bad line shown in an error, escaped */
-#define UCS_CALIB_SHOW_MAX        64
+#define UCS_CALIB_SHOW_MAX 64
 /* and of a bad value */
-#define UCS_CALIB_TOKEN_SHOW      24
+#define UCS_CALIB_TOKEN_SHOW 24
 
 
 const ucs_calib_bound_t *ucs_calib_value_bound(ucs_calib_value_t kind)
@@ -398,9 +397,9 @@ static int ucs_calib_value_valid(ucs_calib_value_t kind, double value)
 
 /* the first bad value of a model, clamping where asked */
 typedef struct {
-    int          fix;
-    char         *err;
-    size_t       max;
+    int fix;
+    char *err;
+    size_t max;
     ucs_status_t status;
 } ucs_calib_check_t;
 
@@ -420,15 +419,16 @@ static void ucs_calib_check_value(ucs_calib_check_t *check, const char *name,
             fixed = floor(fixed);
         }
         ucs_debug("calib: measured %s %g is outside [%g, %g] %s: clamped to "
-                  "%g", name, *value, b->min, b->max, b->unit, fixed);
+                  "%g",
+                  name, *value, b->min, b->max, b->unit, fixed);
         *value = fixed;
         return;
     }
 
     ucs_snprintf_safe(check->err, check->max, "%s %g is not %sin [%g, %g]%s%s",
-                      name, *value, (kind == UCS_CALIB_VALUE_SIZE) ?
-                      "a whole number " : "", b->min, b->max,
-                      (*b->unit != '\0') ? " " : "", b->unit);
+                      name, *value,
+                      (kind == UCS_CALIB_VALUE_SIZE) ? "a whole number " : "",
+                      b->min, b->max, (*b->unit != '\0') ? " " : "", b->unit);
     check->status = UCS_ERR_INVALID_PARAM;
 }
 
@@ -443,8 +443,8 @@ static void ucs_calib_check_linear(ucs_calib_check_t *check, const char *name,
     ucs_calib_check_value(check, field, UCS_CALIB_VALUE_PER_BYTE, &func->m);
 }
 
-ucs_status_t ucs_calib_model_check(ucs_calib_model_t *model, int fix,
-                                   char *err, size_t max)
+ucs_status_t
+ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max)
 {
     ucs_calib_check_t check = {fix, err, max, UCS_OK};
     char field[64];
@@ -453,8 +453,7 @@ ucs_status_t ucs_calib_model_check(ucs_calib_model_t *model, int fix,
     unsigned i;
 
     for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
-        ucs_calib_check_linear(&check, ucs_calib_pages_key[i],
-                               &model->reg[i]);
+        ucs_calib_check_linear(&check, ucs_calib_pages_key[i], &model->reg[i]);
     }
     ucs_calib_check_linear(&check, "dereg", &model->dereg);
     ucs_calib_check_linear(&check, "copy_fault", &model->copy_fault);
@@ -476,17 +475,17 @@ ucs_status_t ucs_calib_model_check(ucs_calib_model_t *model, int fix,
                               &model->copy[i].bw);
         if ((check.status == UCS_OK) && (i > 0) &&
             (model->copy[i].size <= model->copy[i - 1].size)) {
-            ucs_snprintf_safe(err, max, "copy sizes must ascend (%zu after "
-                              "%zu)", model->copy[i].size,
-                              model->copy[i - 1].size);
+            ucs_snprintf_safe(err, max,
+                              "copy sizes must ascend (%zu after "
+                              "%zu)",
+                              model->copy[i].size, model->copy[i - 1].size);
             return UCS_ERR_INVALID_PARAM;
         }
     }
 
     ucs_calib_check_value(&check, "net_latency", UCS_CALIB_VALUE_TIME,
                           &model->net_latency);
-    ucs_calib_check_value(&check, "net_bw", UCS_CALIB_VALUE_BW,
-                          &model->net_bw);
+    ucs_calib_check_value(&check, "net_bw", UCS_CALIB_VALUE_BW, &model->net_bw);
     ucs_calib_check_value(&check, "net_gap", UCS_CALIB_VALUE_TIME,
                           &model->net_gap);
 
@@ -512,8 +511,7 @@ ucs_status_t ucs_calib_model_check(ucs_calib_model_t *model, int fix,
                               &e->overlap);
         ucs_snprintf_safe(field, sizeof(field), "engine %s cpu",
                           ucs_copy_backend_name(i));
-        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_PER_BYTE,
-                              &e->cpu);
+        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_PER_BYTE, &e->cpu);
     }
 
     ucs_calib_check_value(&check, "measure_time", UCS_CALIB_VALUE_DURATION,
@@ -588,8 +586,8 @@ void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
  * temporary file comes from mkstemp() (a name nobody could plant, mode
  * 0600) in the target's directory, so the rename stays in one file system.
  */
-ucs_status_t ucs_calib_model_write(const ucs_calib_model_t *model,
-                                   const char *path)
+ucs_status_t
+ucs_calib_model_write(const ucs_calib_model_t *model, const char *path)
 {
     ucs_calib_model_t checked = *model;
     char tmp_path[PATH_MAX], err[128];
@@ -671,19 +669,16 @@ static int ucs_calib_parse_double(const char *token, double *value)
 /* one line, split into tokens; err says what is wrong with it */
 static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
                                          ucs_calib_model_t *model,
-                                         unsigned *found, char *err,
-                                         size_t max)
+                                         unsigned *found, char *err, size_t max)
 {
     static const struct {
-        const char        *name;
+        const char *name;
         ucs_calib_value_t kind;
-    } engine_fields[] = {
-        {"engine start", UCS_CALIB_VALUE_TIME},
-        {"engine post", UCS_CALIB_VALUE_TIME},
-        {"engine bandwidth", UCS_CALIB_VALUE_BW},
-        {"engine overlap", UCS_CALIB_VALUE_SHARE},
-        {"engine cpu", UCS_CALIB_VALUE_PER_BYTE}
-    };
+    } engine_fields[]       = {{"engine start", UCS_CALIB_VALUE_TIME},
+                               {"engine post", UCS_CALIB_VALUE_TIME},
+                               {"engine bandwidth", UCS_CALIB_VALUE_BW},
+                               {"engine overlap", UCS_CALIB_VALUE_SHARE},
+                               {"engine cpu", UCS_CALIB_VALUE_PER_BYTE}};
     ucs_calib_check_t check = {0, err, max, UCS_OK};
     char shown[4 * UCS_CALIB_TOKEN_SHOW + 1];
     double v[UCS_CALIB_MAX_TOKENS];
@@ -704,23 +699,22 @@ static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
         }
     }
 
-#define UCS_CALIB_NEED_VALUES(_n) \
-    if (ntok != (_n) + first) { \
-        ucs_snprintf_safe(err, max, "%s takes %d value%s, not %u", key, (_n), \
-                          ((_n) > 1) ? "s" : "", ntok - first); \
-        return UCS_ERR_INVALID_PARAM; \
+#define UCS_CALIB_NEED_VALUES(_n)                                              \
+    if (ntok != (_n) + first) {                                                \
+        ucs_snprintf_safe(err, max, "%s takes %d value%s, not %u", key, (_n),  \
+                          ((_n) > 1) ? "s" : "", ntok - first);                \
+        return UCS_ERR_INVALID_PARAM;                                          \
     }
 
     func = ucs_calib_linear_field(model, key, &bit);
     if (func != NULL) {
         UCS_CALIB_NEED_VALUES(2);
-        *func   = ucs_linear_func_make(v[1], v[2]);
+        *func = ucs_linear_func_make(v[1], v[2]);
         *found |= bit;
         ucs_calib_check_linear(&check, key, func);
     } else if (!strcmp(key, "copy")) {
         UCS_CALIB_NEED_VALUES(2);
-        ucs_calib_check_value(&check, "copy size", UCS_CALIB_VALUE_SIZE,
-                              &v[1]);
+        ucs_calib_check_value(&check, "copy size", UCS_CALIB_VALUE_SIZE, &v[1]);
         ucs_calib_check_value(&check, "copy bandwidth", UCS_CALIB_VALUE_BW,
                               &v[2]);
         if (check.status != UCS_OK) {
@@ -747,9 +741,8 @@ static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
     } else if (!strcmp(key, "net_bw")) {
         UCS_CALIB_NEED_VALUES(1);
         model->net_bw = v[1];
-        *found       |= UCS_CALIB_FOUND_NET_BW;
-        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_BW,
-                              &model->net_bw);
+        *found |= UCS_CALIB_FOUND_NET_BW;
+        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_BW, &model->net_bw);
     } else if (!strcmp(key, "net_gap")) {
         UCS_CALIB_NEED_VALUES(1);
         model->net_gap = v[1];
@@ -777,12 +770,12 @@ static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
             ucs_calib_check_value(&check, engine_fields[i].name,
                                   engine_fields[i].kind, &v[i + 2]);
         }
-        engine.start      = v[2];
-        engine.post       = v[3];
-        engine.bw         = v[4];
-        engine.overlap    = v[5];
-        engine.cpu        = v[6];
-        model->engine[b]  = engine;
+        engine.start     = v[2];
+        engine.post      = v[3];
+        engine.bw        = v[4];
+        engine.overlap   = v[5];
+        engine.cpu       = v[6];
+        model->engine[b] = engine;
     } else {
         ucs_snprintf_safe(err, max, "an unknown key");
         return UCS_ERR_INVALID_PARAM;
@@ -812,8 +805,8 @@ static unsigned ucs_calib_tokenize(char *line, char **tok, unsigned max)
     return ntok;
 }
 
-ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
-                                     ucs_calib_model_t *model)
+ucs_status_t
+ucs_calib_model_read_fd(int fd, const char *name, ucs_calib_model_t *model)
 {
     char err[160], shown[4 * UCS_CALIB_SHOW_MAX + 1];
     char *buf, *line, *next, *tok[UCS_CALIB_MAX_TOKENS];
@@ -837,7 +830,8 @@ ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
     }
     if (st.st_size > UCS_CALIB_FILE_MAX) {
         ucs_error("calibration model %s has %lld bytes, more than a model's "
-                  "%d", name, (long long)st.st_size, UCS_CALIB_FILE_MAX);
+                  "%d",
+                  name, (long long)st.st_size, UCS_CALIB_FILE_MAX);
         return UCS_ERR_INVALID_PARAM;
     }
 
@@ -860,8 +854,8 @@ ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
         status = UCS_ERR_IO_ERROR;
         goto out;
     } else if (length > UCS_CALIB_FILE_MAX) {
-        ucs_error("calibration model %s has more than a model's %d bytes",
-                  name, UCS_CALIB_FILE_MAX);
+        ucs_error("calibration model %s has more than a model's %d bytes", name,
+                  UCS_CALIB_FILE_MAX);
         status = UCS_ERR_INVALID_PARAM;
         goto out;
     }
@@ -887,7 +881,7 @@ ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
 
         memcpy(copy, line, line_len);
         copy[line_len] = '\0';
-        ntok = ucs_calib_tokenize(copy, tok, UCS_CALIB_MAX_TOKENS);
+        ntok           = ucs_calib_tokenize(copy, tok, UCS_CALIB_MAX_TOKENS);
         if (ntok == 0) {
             continue;
         } else if (ntok > UCS_CALIB_MAX_TOKENS) {
@@ -907,7 +901,8 @@ ucs_status_t ucs_calib_model_read_fd(int fd, const char *name,
     if ((found != UCS_CALIB_FOUND_ALL) || (model->num_copy == 0)) {
         ucs_error("calibration model %s is incomplete: it needs reg_resident,"
                   " reg_nonresident, dereg, net_bw and at least one copy "
-                  "line", name);
+                  "line",
+                  name);
         status = UCS_ERR_INVALID_PARAM;
         goto out;
     }

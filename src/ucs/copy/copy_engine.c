@@ -33,64 +33,70 @@ static const ucs_copy_backend_ops_t *ucs_copy_backends[] = {
 };
 
 static ucs_config_field_t ucs_copy_engine_config_table[] = {
-    {"ENGINE", "auto",
-     "Backend of the asynchronous copy engine used by the copy stages of\n"
-     "ucx-hcr's protocols:\n"
-     " memcpy - synchronous copy by the posting thread.\n"
-     " thread - helper threads on other cores copy while the caller goes on.\n"
-     " auto   - thread when the process may run on more than one core,\n"
-     "          memcpy otherwise.",
-     ucs_offsetof(ucs_copy_engine_config_t, backend),
-     UCS_CONFIG_TYPE_ENUM(ucs_copy_backend_names)},
+        {"ENGINE", "auto",
+         "Backend of the asynchronous copy engine used by the copy stages of\n"
+         "ucx-hcr's protocols:\n"
+         " memcpy - synchronous copy by the posting thread.\n"
+         " thread - helper threads on other cores copy while the caller goes "
+         "on.\n"
+         " auto   - thread when the process may run on more than one core,\n"
+         "          memcpy otherwise.",
+         ucs_offsetof(ucs_copy_engine_config_t, backend),
+         UCS_CONFIG_TYPE_ENUM(ucs_copy_backend_names)},
 
-    {"THREADS", "1",
-     "Number of helper threads of the thread backend (at least 1).",
-     ucs_offsetof(ucs_copy_engine_config_t, num_threads),
-     UCS_CALIB_CONFIG_TYPE_COUNT},
+        {"THREADS", "1",
+         "Number of helper threads of the thread backend (at least 1).",
+         ucs_offsetof(ucs_copy_engine_config_t, num_threads),
+         UCS_CALIB_CONFIG_TYPE_COUNT},
 
-    {"CPUS", "auto",
-     "Cores for the helper threads: 'auto' (cores of the process' affinity\n"
-     "mask other than the creating thread's, if any), or a comma-separated\n"
-     "list of core numbers.",
-     ucs_offsetof(ucs_copy_engine_config_t, cpus), UCS_CONFIG_TYPE_STRING},
+        {"CPUS", "auto",
+         "Cores for the helper threads: 'auto' (cores of the process' "
+         "affinity\n"
+         "mask other than the creating thread's, if any), or a "
+         "comma-separated\n"
+         "list of core numbers.",
+         ucs_offsetof(ucs_copy_engine_config_t, cpus), UCS_CONFIG_TYPE_STRING},
 
-    {"INLINE_THRESH", "4k",
-     "Copies up to this size are done by the posting thread: handing them\n"
-     "to a helper costs more than the copy.",
-     ucs_offsetof(ucs_copy_engine_config_t, inline_thresh),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"INLINE_THRESH", "4k",
+         "Copies up to this size are done by the posting thread: handing them\n"
+         "to a helper costs more than the copy.",
+         ucs_offsetof(ucs_copy_engine_config_t, inline_thresh),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"CHUNK", "256k",
-     "With several helper threads, copies larger than this are split into\n"
-     "pieces of this size that the threads share.",
-     ucs_offsetof(ucs_copy_engine_config_t, chunk_size),
-     UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+        {"CHUNK", "256k",
+         "With several helper threads, copies larger than this are split into\n"
+         "pieces of this size that the threads share.",
+         ucs_offsetof(ucs_copy_engine_config_t, chunk_size),
+         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
 
-    {"QUEUE_LEN", "1024",
-     "Copies (pieces) in flight per engine before a post returns\n"
-     "UCS_ERR_NO_RESOURCE (at least 1; the queue holds the next power of\n"
-     "two, and at least 2).",
-     ucs_offsetof(ucs_copy_engine_config_t, queue_len),
-     UCS_CALIB_CONFIG_TYPE_COUNT},
+        {"QUEUE_LEN", "1024",
+         "Copies (pieces) in flight per engine before a post returns\n"
+         "UCS_ERR_NO_RESOURCE (at least 1; the queue holds the next power of\n"
+         "two, and at least 2).",
+         ucs_offsetof(ucs_copy_engine_config_t, queue_len),
+         UCS_CALIB_CONFIG_TYPE_COUNT},
 
-    {"SPIN_TIME", "50us",
-     "How long an idle helper thread polls for new copies before it sleeps.\n"
-     "Polling saves the wake-up latency and costs a core meanwhile.",
-     ucs_offsetof(ucs_copy_engine_config_t, spin_time),
-     UCS_CALIB_CONFIG_TYPE_TIME},
+        {"SPIN_TIME", "50us",
+         "How long an idle helper thread polls for new copies before it "
+         "sleeps.\n"
+         "Polling saves the wake-up latency and costs a core meanwhile.",
+         ucs_offsetof(ucs_copy_engine_config_t, spin_time),
+         UCS_CALIB_CONFIG_TYPE_TIME},
 
-    {"SPIN_MAX", "1ms",
-     "Longest polling window of an idle helper thread. The window starts at\n"
-     "SPIN_TIME and doubles each time a helper is woken less than SPIN_MAX\n"
-     "after it went to sleep (copies come at a steady pace, and waking a\n"
-     "thread costs tens of microseconds on a virtual machine); it halves\n"
-     "after a longer sleep. Polling costs a core meanwhile. A value not above\n"
-     "SPIN_TIME keeps the window fixed.",
-     ucs_offsetof(ucs_copy_engine_config_t, spin_max),
-     UCS_CALIB_CONFIG_TYPE_TIME},
+        {"SPIN_MAX", "1ms",
+         "Longest polling window of an idle helper thread. The window starts "
+         "at\n"
+         "SPIN_TIME and doubles each time a helper is woken less than "
+         "SPIN_MAX\n"
+         "after it went to sleep (copies come at a steady pace, and waking a\n"
+         "thread costs tens of microseconds on a virtual machine); it halves\n"
+         "after a longer sleep. Polling costs a core meanwhile. A value not "
+         "above\n"
+         "SPIN_TIME keeps the window fixed.",
+         ucs_offsetof(ucs_copy_engine_config_t, spin_max),
+         UCS_CALIB_CONFIG_TYPE_TIME},
 
-    {NULL}
-};
+        {NULL}};
 
 UCS_CONFIG_REGISTER_TABLE(ucs_copy_engine_config_table, "Copy engine",
                           "HCR_COPY_", ucs_copy_engine_config_t,

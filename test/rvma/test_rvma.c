@@ -1445,7 +1445,7 @@ static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     const uint32_t magic          = RVMA_APP_MAGIC;
     ucp_ep_h eps[2]               = {NULL};
     rvma_app_rx_t rx              = {0};
-    uint8_t data[64];
+    uint8_t data[100];
     void *comp = NULL;
     ucp_rvma_win_h win;
     uint64_t length;
@@ -1470,10 +1470,15 @@ static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         hparam.arg = &rx;
         TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker, &hparam));
         rvma_sync_send(oob, 1);
-        deadline = th_time() + 60.0;
+        deadline = th_time() + 20.0;
         while ((comp == NULL) || (rx.received == 0)) {
             ucp_worker_progress(ucp.worker);
-            TH_ASSERT(th_time() < deadline);
+            if (th_time() > deadline) {
+                TH_FAIL("in 20 s: the put %s, %d application messages "
+                        "(%d wrong)",
+                        (comp == NULL) ? "did not land" : "landed", rx.received,
+                        rx.errors);
+            }
         }
         TH_ASSERT_EQ(rx.received, 1);
         TH_ASSERT_EQ(rx.errors, 0);
@@ -1485,13 +1490,17 @@ static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         free(buf);
     } else {
         rvma_sync_recv(&ucp, oob, 0);
-        TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, 0, 100));
+        th_fill_pattern(data, 100, 0);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR, 0,
+                                                      data, 100, &param),
+                                     30.0));
         memset(data, 0x3c, sizeof(data));
         TH_ASSERT_UCS_OK(
                 th_ucp_wait(&ucp,
                             ucp_am_send_nbx(ucp.ep, 4000, &magic, sizeof(magic),
-                                            data, sizeof(data), &param),
-                            60.0));
+                                            data, 64, &param),
+                            30.0));
         rvma_sync_send(oob, 0);
     }
     rvma_teardown(&ucp, oob, rank, nprocs, eps);

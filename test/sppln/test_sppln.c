@@ -1095,14 +1095,14 @@ static void sppln_trunc_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                     th_ucp_wait(&ucp,
                                 ucp_tag_send_nbx(ucp.ep, buf, SPPLN_TRUNC_SIZE,
                                                  0x300 + i, &param),
-                                120.0));
+                                60.0));
         } else {
             memset(buf + size, 0xee, 64);
             req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x300 + i,
                                    (ucp_tag_t)-1, &param);
             go  = 1;
             th_oob_send(oob, 0, &go, 1);
-            status = th_ucp_wait(&ucp, req, 120.0);
+            status = th_ucp_wait(&ucp, req, 60.0);
             if (i < SPPLN_TRUNC_MSGS) {
                 TH_ASSERT_EQ(status, UCS_ERR_MESSAGE_TRUNCATED);
             } else {
@@ -1205,7 +1205,7 @@ static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
                                          ucp_tag_send_nbx(ucp.ep, buf, size,
                                                           0x400 + i, &param),
-                                         120.0));
+                                         30.0));
             st    = ucp_proto_sppln_stats(ucp.worker);
             after = (st == NULL) ? 0 :
                                    st->sent[SP_BCOPY] + st->sent[SP_SPPLN] +
@@ -1218,7 +1218,7 @@ static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                                    (ucp_tag_t)-1, &param);
             go  = 1;
             th_oob_send(oob, 0, &go, 1);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 30.0));
             TH_CHECK_PATTERN(buf, size, 900 + i);
         }
         munmap(buf, map_len);
@@ -1285,7 +1285,7 @@ static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT_UCS_OK(
                 th_ucp_wait(&ucp,
                             ucp_tag_send_nbx(ucp.ep, buf, SPPLN_MB, 7, &param),
-                            120.0));
+                            30.0));
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT_EQ((st == NULL) ? 0 : st->sent[SP_SPPLN], arg->max_size);
     } else {
@@ -1294,7 +1294,7 @@ static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                                &param);
         go  = 1;
         th_oob_send(oob, 0, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 30.0));
         TH_CHECK_PATTERN(buf, SPPLN_MB, 31);
     }
     th_ucp_flush_barrier(&ucp, oob);
@@ -1347,14 +1347,14 @@ static void sppln_iov_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT_UCS_OK(
                 th_ucp_wait(&ucp,
                             ucp_tag_send_nbx(ucp.ep, buf, 2 * half, 1, &param),
-                            120.0));
+                            30.0));
         th_fill_pattern(buf, 2 * half, 42);
         memcpy(iov[0].buffer, buf, half);
         memcpy(iov[1].buffer, buf + half, half);
         th_oob_recv(oob, 1, &go, 1);
         TH_ASSERT_UCS_OK(
                 th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, iov, 2, 2, &iparam),
-                            120.0));
+                            30.0));
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT(st != NULL);
         TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
@@ -1365,7 +1365,7 @@ static void sppln_iov_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         req = ucp_tag_recv_nbx(ucp.worker, iov, 2, 1, (ucp_tag_t)-1, &iparam);
         go  = 1;
         th_oob_send(oob, 0, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 30.0));
         memcpy(buf, iov[0].buffer, half);
         memcpy(buf + half, iov[1].buffer, half);
         TH_CHECK_PATTERN(buf, 2 * half, 41);
@@ -1374,7 +1374,7 @@ static void sppln_iov_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         req = ucp_tag_recv_nbx(ucp.worker, buf, 2 * half, 2, (ucp_tag_t)-1,
                                &param);
         th_oob_send(oob, 0, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 30.0));
         TH_CHECK_PATTERN(buf, 2 * half, 42);
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT(st != NULL);
@@ -1454,7 +1454,7 @@ sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT_UCS_OK(
                 th_ucp_wait(&ucp,
                             ucp_tag_send_nbx(ucp.ep, buf, SPPLN_MB, 3, &param),
-                            120.0));
+                            30.0));
         fflush(stdout);
         TH_ASSERT(dup2(saved, STDOUT_FILENO) >= 0);
         n = pread(fd, text, sizeof(text) - 1, 0);
@@ -1492,7 +1492,7 @@ sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                                &param);
         go  = 1;
         th_oob_send(oob, 0, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 30.0));
         TH_CHECK_PATTERN(buf, SPPLN_MB, 51);
     }
     th_ucp_flush_barrier(&ucp, oob);

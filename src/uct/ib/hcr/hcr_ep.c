@@ -31,8 +31,8 @@ ucs_status_t uct_hcr_ep_put_notify_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     uct_rc_verbs_ep_t *ep       = &hcr_ep->super;
     uct_rc_verbs_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                  uct_rc_verbs_iface_t);
-    struct ibv_sge sge[UCT_IB_MAX_IOV];
     struct ibv_send_wr wr;
+    struct ibv_sge sge[UCT_IB_MAX_IOV];
 
     UCT_CHECK_AM_ID(am_id);
     UCT_CHECK_IOV_SIZE(iovcnt, iface->config.max_send_sge,

@@ -12,8 +12,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef struct {
@@ -435,14 +437,21 @@ TH_TEST(softverbs, memlock_limit)
 }
 
 /* without SOFTVERBS_MEMLOCK_LIMIT, the limit is the process' own
- * RLIMIT_MEMLOCK, as a real HCA driver's (softverbs counts it for root
- * too, whom the kernel does not limit) */
+ * RLIMIT_MEMLOCK, as a real HCA driver's; like the kernel, softverbs lets a
+ * process with CAP_IPC_LOCK (root) lock past it, so the test drops that
+ * capability from its effective set first (calib_hardening's
+ * softverbs_memlock_follows_kernel checks the privileged case) */
 TH_TEST(softverbs, memlock_rlimit)
 {
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
     struct rlimit rl = {1 << 20, 1 << 20};
 
     unsetenv("SOFTVERBS_MEMLOCK_LIMIT");
     TH_ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &rl), 0);
+    TH_ASSERT_SYS(syscall(SYS_capget, &hdr, data));
+    data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+    TH_ASSERT_SYS(syscall(SYS_capset, &hdr, data));
     memlock_check();
 }
 

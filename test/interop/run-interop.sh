@@ -216,7 +216,7 @@ run_ucp_example() {
             fi
         done
         record "ucp_client_server" "$ver" 2 \
-            "connect by socket address; tag, am, stream of 100 kB" \
+            "connect by socket address, tag, am and stream of 100 kB" \
             "$([ $status = 0 ] && echo PASS || echo FAIL)"
     else
         start_server "$prog" || return 1
@@ -233,7 +233,7 @@ run_ucp_example() {
         else
             echo "$name over $tls: passed"
         fi
-        record "ucp_hello_world" "$ver" 2 "worker addresses out of band; one message" \
+        record "ucp_hello_world" "$ver" 2 "worker addresses out of band, one message" \
             "$([ $status = 0 ] && echo PASS || echo FAIL)"
     fi
     return $status

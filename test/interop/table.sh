@@ -12,12 +12,20 @@ echo "|---|---|---|---|---|---|"
 tac "$results" | awk -F';' '!seen[$1 FS $3 FS $4 FS $5]++' | tac |
 awk -F';' '{
     key = $1 FS $2 FS $3
-    if (!(key in np)) { order[++n] = key }
-    np[key] = (key in np) ? np[key] ", " $4 : $4
-    what[key] = (key in what && index(what[key], $5) == 0) ? what[key] " + " $5 : (key in what ? what[key] : $5)
-    if (res[key] == "FAIL" || $6 == "FAIL") { res[key] = "FAIL" }
-    else if (res[key] ~ /hung/ || $6 ~ /hung/) { res[key] = "pass (data checked; MPI_Finalize hung, see below)" }
-    else { res[key] = "pass" }
+    if (!(key in res)) {
+        order[++n] = key
+        np[key] = ""; what[key] = ""; res[key] = "pass"
+    }
+    if (index(" " np[key] ",", " " $4 ",") == 0) {
+        np[key] = (np[key] == "") ? $4 : np[key] ", " $4
+    }
+    if (index(what[key], $5) == 0) {
+        what[key] = (what[key] == "") ? $5 : what[key] "; " $5
+    }
+    if ($6 == "FAIL") { res[key] = "FAIL" }
+    else if ($6 ~ /hung/ && res[key] != "FAIL") {
+        res[key] = "pass (data checked; MPI_Finalize hung, see below)"
+    }
 }
 END {
     for (i = 1; i <= n; ++i) {

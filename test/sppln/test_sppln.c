@@ -236,6 +236,22 @@ TH_TEST_TIMEOUT(sppln, integrity_sppln_copy_engine, 300)
     sppln_run(sppln_integrity_rank, &arg);
 }
 
+/* A growth ratio off the RTS's 1/1024 grid, as a measured model gives:
+ * the receiver builds its chunks from the ratio in the RTS, so the sender
+ * must build them from that too. With the sender on its own, finer, ratio
+ * the chunk boundaries parted once the difference crossed a page, and the
+ * receiver failed the transfer ("sub-block does not fit chunk"): seen
+ * across hosts, whose ranks measured their own models. A ratio near 1 from
+ * a first chunk of a page makes many chunks, so that it surely does. */
+TH_TEST_TIMEOUT(sppln, integrity_ratio_off_wire_grid, 300)
+{
+    sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 0, NULL};
+
+    setenv("UCX_HCR_SPPLN_Q", "1.0999", 1);
+    setenv("UCX_HCR_SPPLN_C0", "4k", 1);
+    sppln_run(sppln_integrity_rank, &arg);
+}
+
 /* UCX_HCR_SPPLN_COPY_ASYNC=auto (the default) follows the measured model:
  * every other test runs with the host's measurement, where the helper
  * thread's CPU time cancels its overlap, and asserts the engine staged

@@ -97,6 +97,10 @@ typedef struct {
 } ucp_sppln_config_t;
 
 
+/* The RTS carries the growth ratio in fixed point, 1/1024 steps */
+#define UCP_SPPLN_Q_WIRE_SCALE 1024.0
+
+
 /* Parameters of one transfer, sent in the RTS after its header */
 typedef struct {
     uint32_t c0;        /* first chunk, bytes */

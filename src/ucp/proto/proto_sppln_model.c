@@ -555,6 +555,11 @@ void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name,
     }
 
     spriv->q = ucs_min(ucs_max(spriv->q, UCP_SPPLN_Q_MIN), UCP_SPPLN_Q_MAX);
+    /* the receiver builds its schedule from the ratio in the RTS: the
+     * sender must build its own from the same, rounded, value, or the
+     * chunk boundaries of the two sides part after a few chunks */
+    spriv->q = (uint32_t)(spriv->q * UCP_SPPLN_Q_WIRE_SCALE) /
+               UCP_SPPLN_Q_WIRE_SCALE;
 
     ucp_sppln_copy_backend(spriv, cfg);
 }

@@ -405,7 +405,8 @@ void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
     if (status == UCS_OK) {
         status = ucp_sppln_sched_init(&xfer->sched, rts->size,
                                       xfer->params.path, xfer->params.c0,
-                                      xfer->params.q_1024 / 1024.0,
+                                      xfer->params.q_1024 /
+                                              UCP_SPPLN_Q_WIRE_SCALE,
                                       xfer->params.slot_size,
                                       xfer->params.sub_size);
     }

@@ -92,7 +92,7 @@ static size_t ucp_sppln_rts_pack(void *dest, void *arg)
     rts->address                   = 0;
     rts->size                      = req->send.state.dt_iter.length;
     params->c0                     = xfer->sched.c0;
-    params->q_1024                 = (uint32_t)(xfer->sched.q * 1024.0);
+    params->q_1024 = (uint32_t)(xfer->sched.q * UCP_SPPLN_Q_WIRE_SCALE);
     params->slot_size              = xfer->worker->sppln->slot_size;
     params->sub_size               = xfer->sched.sub_size;
     params->path                   = xfer->path;

@@ -301,11 +301,35 @@ TH_TEST(softverbs_net, link_cut)
  * their ranks on the two hosts: the same test binary, run again with
  * TH_HOSTS set, must pass every test it selects, none failed or skipped.
  * Each suite is a test of its own, with its own time limit. */
+/* The failed and skipped tests of a nested run's output, one per line. */
+static void net_nested_recap(const char *out, char *recap, size_t max)
+{
+    const char *p, *end;
+    size_t len = 0;
+
+    recap[0] = '\0';
+    for (p = out; p != NULL && *p != '\0'; p = end) {
+        end = strchr(p, '\n');
+        end = (end != NULL) ? end + 1 : p + strlen(p);
+        /* "[ SKIP ] name: why", and the "  name: file:line: why" lines
+         * below "failed:" */
+        if ((strncmp(p, "[ SKIP ]", 8) == 0 || strncmp(p, "  ", 2) == 0) &&
+            (len + (size_t)(end - p) < max)) {
+            memcpy(recap + len, p, (size_t)(end - p));
+            len += (size_t)(end - p);
+            recap[len] = '\0';
+        }
+    }
+    if (len == 0) {
+        snprintf(recap, max, "no recap: the nested run ended early");
+    }
+}
+
 static void net_nested_run(const char *patterns)
 {
     int listed = 0, passed = -1, failed = -1, skipped = -1, ret;
     char *out = NULL, *line;
-    char self[4096];
+    char self[4096], recap[1536];
     ssize_t n;
 
     svt_net_hosts();
@@ -334,16 +358,20 @@ static void net_nested_run(const char *patterns)
         sscanf(line, "%d passed, %d failed, %d skipped", &passed, &failed,
                &skipped);
     }
+    th_log("across hosts: %d of %d tests passed, %d failed, %d skipped "
+           "(exit %d)",
+           passed, listed, failed, skipped, ret);
     if (ret != 0 || failed != 0 || skipped != 0 || passed != listed) {
         th_log("%s", out ? out : "");
+        /* the nested run's own recap (which test, where, why) goes into
+         * this failure's message: a CI log may keep only the last recap */
+        net_nested_recap(out, recap, sizeof(recap));
+        free(out);
+        TH_FAIL("across hosts: exit %d, %d of %d passed, %d failed, "
+                "%d skipped: %s",
+                ret, passed, listed, failed, skipped, recap);
     }
     free(out);
-    th_log("across hosts: %d of %d tests passed, %d failed, %d skipped", passed,
-           listed, failed, skipped);
-    TH_ASSERT_EQ(ret, 0);
-    TH_ASSERT_EQ(failed, 0);
-    TH_ASSERT_EQ(skipped, 0);
-    TH_ASSERT_EQ(passed, listed);
 }
 
 TH_TEST_TIMEOUT(softverbs_net, ucp_suites_sppln, 400)

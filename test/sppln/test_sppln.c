@@ -1068,6 +1068,107 @@ TH_TEST(sppln, schedule_chunks)
 }
 
 
+/* ---- a peer that breaks the protocol ---------------------------------- */
+
+/* UCP_SPPLN_FAULT_* of proto_sppln.h */
+#define SPPLN_FAULT_DUP_SUB   (1u << 0)
+#define SPPLN_FAULT_SHORT_SUB (1u << 1)
+#define SPPLN_FAULT_DUP_RTR   (1u << 2)
+#define SPPLN_FAULT_SHORT_RTR (1u << 3)
+#define SPPLN_FAULT_DUP_ACK   (1u << 4)
+#define SPPLN_FAULT_ACK_AHEAD (1u << 5)
+
+void ucp_proto_sppln_test_fault(unsigned faults);
+
+typedef struct {
+    unsigned fault;
+    int faulty; /* rank that breaks the protocol: 0 sends, 1 receives */
+} sppln_fault_arg_t;
+
+/* Rank 0 sends one message of several chunks to rank 1 through staging;
+ * the faulty rank breaks the protocol once, as the fault says. The other
+ * rank must detect it: its request fails with UCS_ERR_IO_ERROR (its log
+ * says why), nothing crashes, hangs or completes with a hole. The faulty
+ * rank's request must not complete successfully either. */
+static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_fault_arg_t *arg = varg;
+    const size_t size            = 4 * SPPLN_MB + 5;
+    ucp_request_param_t param    = {0};
+    ucs_status_t status;
+    double deadline;
+    size_t map_len;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    void *req;
+    char done;
+
+    sppln_env("sppln", "hcr");
+    /* several sub-blocks per chunk */
+    setenv("UCX_HCR_SPPLN_SUB_SIZE", "256k", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    /* untrusted peers: with error handling, request ids on the wire are
+     * looked up, not taken as pointers (a broken peer's late ACK names a
+     * request that is gone) */
+    th_ucp_connect(&ucp, oob, 1 - rank, 1);
+    buf = sppln_map(size, &map_len);
+    if (rank == arg->faulty) {
+        ucp_proto_sppln_test_fault(arg->fault);
+    }
+    if (rank == 0) {
+        th_fill_pattern(buf, size, 77);
+        req = ucp_tag_send_nbx(ucp.ep, buf, size, 0x77, &param);
+    } else {
+        memset(buf, 0xee, size);
+        req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x77, (ucp_tag_t)-1,
+                               &param);
+    }
+    TH_ASSERT(!UCS_PTR_IS_ERR(req) && (req != NULL));
+
+    if (rank != arg->faulty) {
+        status = th_ucp_wait(&ucp, req, 60.0);
+        th_log("rank %d detected the fault: %s", rank,
+               ucs_status_string(status));
+        TH_ASSERT_EQ(status, UCS_ERR_IO_ERROR);
+        /* the faulty rank stops using the connection first */
+        th_oob_recv(oob, 1 - rank, &done, 1);
+    } else {
+        /* a broken sender learns of its failure from the receiver's error
+         * ACK; a broken receiver waits for data that will not come */
+        deadline = th_time() + 3.0;
+        while (((status = ucp_request_check_status(req)) == UCS_INPROGRESS) &&
+               (th_time() < deadline)) {
+            ucp_worker_progress(ucp.worker);
+        }
+        th_log("rank %d (faulty): its request %s", rank,
+               (status == UCS_INPROGRESS) ? "is still in progress" :
+                                            ucs_status_string(status));
+        TH_ASSERT(status != UCS_OK);
+        done = 1;
+        th_oob_send(oob, 1 - rank, &done, 1);
+    }
+    /* requests of a broken transfer may still be in flight */
+    fflush(stdout);
+    _exit(0);
+}
+
+#define SPPLN_FAULT_TEST(_name, _fault, _faulty)                               \
+    TH_TEST_TIMEOUT(sppln, peer_##_name, 120)                                  \
+    {                                                                          \
+        sppln_fault_arg_t arg = {_fault, _faulty};                             \
+        setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);                     \
+        th_run_procs(2, sppln_fault_rank, &arg);                               \
+    }
+
+/* data: the receiver detects */
+SPPLN_FAULT_TEST(duplicate_sub_block, SPPLN_FAULT_DUP_SUB, 0)
+SPPLN_FAULT_TEST(short_sub_block, SPPLN_FAULT_SHORT_SUB, 0)
+/* control: the sender detects */
+SPPLN_FAULT_TEST(second_rtr, SPPLN_FAULT_DUP_RTR, 1)
+SPPLN_FAULT_TEST(rtr_without_rkey, SPPLN_FAULT_SHORT_RTR, 1)
+SPPLN_FAULT_TEST(duplicate_ack, SPPLN_FAULT_DUP_ACK, 1)
+SPPLN_FAULT_TEST(ack_out_of_order, SPPLN_FAULT_ACK_AHEAD, 1)
+
 /* ---- truncation: a receive smaller than the message -------------------- */
 
 #define SPPLN_TRUNC_MSGS 6 /* more than the staging groups (4) */

@@ -285,11 +285,52 @@ typedef struct ucp_sppln_xfer {
     ucp_rkey_h          rkey;
     uct_rkey_t          tl_rkey;
     size_t              received;   /* receiver: bytes copied out */
+    /* receiver: per slot, the sub-blocks of its chunk that arrived, so that
+     * each counts once and a chunk is complete only without holes */
+    uint64_t *sub_seen;
+    unsigned sub_words; /* 64-bit words of sub_seen per slot */
     ucp_sppln_rts_params_t params;  /* receiver: from the RTS */
     uct_worker_cb_id_t  copy_cb_id; /* sender: watches engine copies */
     ucs_copy_engine_t   *copy_engine; /* sender: stages chunks, or NULL */
 } ucp_sppln_xfer_t;
 
+
+/* Ways this process's rndv/sppln can break the protocol on purpose, so
+ * that the test harness can check that a peer detects each one and fails
+ * the transfer with a clear error: a peer is never trusted. */
+enum {
+    UCP_SPPLN_FAULT_DUP_SUB   = UCS_BIT(0), /* sender: a sub-block twice */
+    UCP_SPPLN_FAULT_SHORT_SUB = UCS_BIT(1), /* sender: a sub-block one byte
+                                               short, a hole in its chunk */
+    UCP_SPPLN_FAULT_DUP_RTR   = UCS_BIT(2), /* receiver: the RTR twice */
+    UCP_SPPLN_FAULT_SHORT_RTR = UCS_BIT(3), /* receiver: an RTR without its
+                                               rkey */
+    UCP_SPPLN_FAULT_DUP_ACK   = UCS_BIT(4), /* receiver: the first ACK
+                                               twice */
+    UCP_SPPLN_FAULT_ACK_AHEAD = UCS_BIT(5) /* receiver: the first ACK names
+                                               a chunk not sent yet */
+};
+
+/* Set by ucp_proto_sppln_test_fault(); 0 outside the test harness */
+extern unsigned ucp_sppln_faults;
+
+/* Break the protocol as 'faults' (UCP_SPPLN_FAULT_*) says, once each */
+void ucp_proto_sppln_test_fault(unsigned faults);
+
+/* Whether to commit this fault now (it is then cleared) */
+static UCS_F_ALWAYS_INLINE int ucp_sppln_fault_take(unsigned fault)
+{
+    if (ucs_likely(!(ucp_sppln_faults & fault))) {
+        return 0;
+    }
+    ucp_sppln_faults &= ~fault;
+    return 1;
+}
+
+/* Whether a packed ucp rkey of 'length' bytes from a peer is well-formed:
+ * every per-md key it lists lies within it (UCX's unpacking trusts the
+ * sizes it reads) */
+int ucp_sppln_rkey_buf_valid(const void *buffer, size_t length);
 
 /* proto_sppln_model.c */
 const ucp_sppln_config_t *ucp_sppln_config(void);

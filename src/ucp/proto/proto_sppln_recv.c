@@ -101,6 +101,9 @@ static size_t ucp_sppln_rtr_pack(void *dest, void *arg)
                                                           UCP_SPPLN_SIDE_RECV,
                                                           xfer->group, s);
     }
+    if (ucp_sppln_fault_take(UCP_SPPLN_FAULT_SHORT_RTR)) {
+        return sizeof(*rtr);
+    }
     memcpy(rtr + 1, sw->rkey_buf, sw->rkey_size);
     return sizeof(*rtr) + sw->rkey_size;
 }
@@ -113,6 +116,9 @@ static size_t ucp_sppln_ack_pack(void *dest, void *arg)
     ack->sreq_id = xfer->remote_id;
     ack->chunk   = xfer->acks_sent;
     ack->status  = xfer->status;
+    if (ucp_sppln_fault_take(UCP_SPPLN_FAULT_ACK_AHEAD)) {
+        ++ack->chunk;
+    }
     return sizeof(*ack);
 }
 
@@ -159,6 +165,11 @@ ucs_status_t ucp_sppln_recv_progress(uct_pending_req_t *self)
             goto out;
         }
         xfer->flags |= UCP_SPPLN_XFER_FLAG_RTR;
+        if (ucp_sppln_fault_take(UCP_SPPLN_FAULT_DUP_RTR)) {
+            (void)ucp_sppln_send_ctrl(xfer, xfer->am_lane,
+                                      UCP_AM_ID_RNDV_SPPLN_RTR,
+                                      ucp_sppln_rtr_pack);
+        }
     }
 
     while (xfer->acks_sent < xfer->acks) {
@@ -167,6 +178,11 @@ ucs_status_t ucp_sppln_recv_progress(uct_pending_req_t *self)
                                      ucp_sppln_ack_pack);
         if (status != UCS_OK) {
             goto out;
+        }
+        if (ucp_sppln_fault_take(UCP_SPPLN_FAULT_DUP_ACK)) {
+            (void)ucp_sppln_send_ctrl(xfer, xfer->am_lane,
+                                      UCP_AM_ID_RNDV_SPPLN_ACK,
+                                      ucp_sppln_ack_pack);
         }
         ++xfer->acks_sent;
     }
@@ -262,6 +278,7 @@ ucp_sppln_handle_data(void *arg, void *data, size_t length, unsigned flags)
     size_t offset, chunk_size;
     ucs_status_t status;
     const void *src;
+    uint64_t *seen;
 
     group = nh->notify_data >> (UCP_SPPLN_SLOT_BITS + UCP_SPPLN_SUB_BITS);
     s     = (nh->notify_data >> UCP_SPPLN_SUB_BITS) &
@@ -280,14 +297,24 @@ ucp_sppln_handle_data(void *arg, void *data, size_t length, unsigned flags)
     chunk_size = (slot->chunk < xfer->sched.n_chunks) ?
                  (xfer->sched.offset[slot->chunk + 1] -
                   xfer->sched.offset[slot->chunk]) : 0;
-    if ((offset + nh->length) > chunk_size) {
+    /* every sub-block of the schedule exactly once: the chunk is complete
+     * when its bytes add up, so a short, long or repeated one would leave
+     * a hole behind a complete-looking chunk */
+    if ((offset >= chunk_size) ||
+        (nh->length != ucs_min(xfer->sched.sub_size, chunk_size - offset))) {
         ucs_error("rndv/sppln req %p: sub-block %u of %u bytes does not fit "
-                  "chunk %u of %zu bytes", xfer->req, sub, nh->length,
-                  slot->chunk, chunk_size);
-        xfer->status = UCS_ERR_IO_ERROR;
-        ucp_sppln_kick(xfer);
-        return UCS_OK;
+                  "chunk %u of %zu bytes in sub-blocks of %zu",
+                  xfer->req, sub, nh->length, slot->chunk, chunk_size,
+                  xfer->sched.sub_size);
+        goto err;
     }
+    seen = &xfer->sub_seen[(s * xfer->sub_words) + (sub / 64)];
+    if (*seen & UCS_BIT(sub % 64)) {
+        ucs_error("rndv/sppln req %p: sub-block %u of chunk %u arrived twice",
+                  xfer->req, sub, slot->chunk);
+        goto err;
+    }
+    *seen |= UCS_BIT(sub % 64);
 
     src    = UCS_PTR_BYTE_OFFSET(ucp_sppln_slot_ptr(sw, UCP_SPPLN_SIDE_RECV,
                                                     group, s), offset);
@@ -309,9 +336,16 @@ ucp_sppln_handle_data(void *arg, void *data, size_t length, unsigned flags)
         /* chunk consumed: its slot takes chunk + 3 */
         slot->filled  = 0;
         slot->chunk  += UCP_SPPLN_NUM_SLOTS;
+        memset(&xfer->sub_seen[s * xfer->sub_words], 0,
+               xfer->sub_words * sizeof(*xfer->sub_seen));
         ++xfer->acks;
         ucp_sppln_kick(xfer);
     }
+    return UCS_OK;
+
+err:
+    xfer->status = UCS_ERR_IO_ERROR;
+    ucp_sppln_kick(xfer);
     return UCS_OK;
 }
 
@@ -409,6 +443,17 @@ void ucp_proto_sppln_receive_start(ucp_worker_h worker, ucp_request_t *recv_req,
                                               UCP_SPPLN_Q_WIRE_SCALE,
                                       xfer->params.slot_size,
                                       xfer->params.sub_size);
+    }
+    if (status == UCS_OK) {
+        /* at most a slot per chunk, in sub-blocks; the sizes are checked */
+        xfer->sub_words = ucs_div_round_up(
+                (xfer->params.slot_size / xfer->params.sub_size) + 1, 64);
+        xfer->sub_seen = ucs_calloc(UCP_SPPLN_NUM_SLOTS * xfer->sub_words,
+                                    sizeof(*xfer->sub_seen), "sppln_sub_seen");
+        if (xfer->sub_seen == NULL) {
+            ucs_error("rndv/sppln: failed to allocate the sub-block map");
+            status = UCS_ERR_NO_MEMORY;
+        }
     }
     if (status != UCS_OK) {
         recv_req->status = status;

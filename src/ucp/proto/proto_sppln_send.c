@@ -36,6 +36,7 @@
 extern ucp_proto_t ucp_tag_rndv_proto;
 extern ucp_proto_t ucp_am_rndv_proto;
 extern ucp_proto_t ucp_am_rndv_sppln_proto;
+extern ucp_proto_t ucp_tag_rndv_sppln_proto;
 
 static void ucp_sppln_send_done(ucp_sppln_xfer_t *xfer, ucs_status_t status)
 {
@@ -239,7 +240,7 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
     unsigned s             = xfer->next_put % UCP_SPPLN_NUM_SLOTS;
     ucp_sppln_slot_t *slot = &xfer->slot[s];
     uct_ep_h uct_ep        = req->send.ep->uct_eps[xfer->rma_lane];
-    size_t size, length;
+    size_t size, length, advance;
     uint32_t notify_data;
     ucs_status_t status;
     uct_iov_t iov;
@@ -258,7 +259,12 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
 
     while (xfer->put_offset < size) {
         length      = ucs_min(xfer->sched.sub_size, size - xfer->put_offset);
+        advance     = length;
         notify_data = ucp_sppln_notify_data(xfer, s, xfer->put_offset);
+        if ((xfer->next_put == 1) && (xfer->put_offset + length == size) &&
+            (length > 1) && ucp_sppln_fault_take(UCP_SPPLN_FAULT_SHORT_SUB)) {
+            --length; /* test only: chunk 1 ends in a hole */
+        }
 
         if (xfer->flags & UCP_SPPLN_XFER_FLAG_NOTIFY) {
             /* the put went out, its notification did not */
@@ -267,7 +273,7 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
                 goto out;
             }
             xfer->flags &= ~UCP_SPPLN_XFER_FLAG_NOTIFY;
-            xfer->put_offset += length;
+            xfer->put_offset += advance;
             continue;
         }
 
@@ -309,7 +315,11 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
                 goto out;
             }
         }
-        xfer->put_offset += length;
+        if ((xfer->next_put == 1) && (xfer->put_offset == 0) &&
+            ucp_sppln_fault_take(UCP_SPPLN_FAULT_DUP_SUB)) {
+            continue; /* test only: the same sub-block again */
+        }
+        xfer->put_offset += advance;
     }
 
     /* chunk posted: drop the guard */
@@ -547,6 +557,30 @@ int ucp_proto_sppln_ats(ucp_worker_h worker, const ucp_reply_hdr_t *rephdr)
     return 1;
 }
 
+/* The staged send that a peer's control message names, or NULL: the id
+ * comes from the wire, and may name no request, or one of another
+ * protocol, or our zcopy path (which takes UCX's own RTR) */
+static ucp_sppln_xfer_t *
+ucp_sppln_send_xfer(ucp_worker_h worker, uint64_t sreq_id, const char *what)
+{
+    ucp_sppln_xfer_t *xfer;
+    ucp_request_t *req;
+
+    UCP_SEND_REQUEST_GET_BY_ID(&req, worker, sreq_id, 0, return NULL,
+                               "SPPLN %s", what);
+    if (((req->send.proto_config->proto != &ucp_tag_rndv_sppln_proto) &&
+         (req->send.proto_config->proto != &ucp_am_rndv_sppln_proto)) ||
+        !(req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) ||
+        ((xfer = req->send.rndv.sppln_xfer) == NULL) || (xfer->req != req) ||
+        (xfer->flags & UCP_SPPLN_XFER_FLAG_DONE)) {
+        ucs_error("rndv/sppln: %s for request id 0x%" PRIx64 ", which is "
+                  "not a staged send",
+                  what, sreq_id);
+        return NULL;
+    }
+    return xfer;
+}
+
 static ucs_status_t
 ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
 {
@@ -559,10 +593,34 @@ ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
     ucp_request_t *req;
     unsigned s;
 
-    UCP_SEND_REQUEST_GET_BY_ID(&req, worker, rtr->sreq_id, 0, return UCS_OK,
-                               "SPPLN RTR %p", rtr);
-    xfer  = req->send.rndv.sppln_xfer;
+    if (length < sizeof(*rtr)) {
+        ucs_error("rndv/sppln: dropped an RTR of %zu bytes, shorter than "
+                  "its header (%zu)",
+                  length, sizeof(*rtr));
+        return UCS_OK;
+    }
+
+    xfer = ucp_sppln_send_xfer(worker, rtr->sreq_id, "RTR");
+    if (xfer == NULL) {
+        return UCS_OK;
+    }
+    req   = xfer->req;
     spriv = req->send.proto_config->priv;
+
+    if (xfer->flags & UCP_SPPLN_XFER_FLAG_RTR) {
+        ucs_error("rndv/sppln req %p: a second RTR from the peer", req);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    if ((rtr->group >= UCP_SPPLN_MAX_GROUPS) ||
+        !ucp_sppln_rkey_buf_valid(rtr + 1, length - sizeof(*rtr))) {
+        ucs_error("rndv/sppln req %p: an RTR with group %u and a %zu-byte "
+                  "rkey that does not unpack",
+                  req, rtr->group, length - sizeof(*rtr));
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
 
     if (rtr->slot_size < xfer->worker->sppln->slot_size) {
         ucs_error("rndv/sppln: the peer's staging slots (%u bytes) are "
@@ -573,7 +631,8 @@ ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
         goto err;
     }
 
-    status = ucp_ep_rkey_unpack(req->send.ep, rtr + 1, &xfer->rkey);
+    status = ucp_ep_rkey_unpack_reachable(req->send.ep, rtr + 1,
+                                          length - sizeof(*rtr), &xfer->rkey);
     if (status != UCS_OK) {
         goto err;
     }
@@ -612,11 +671,18 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
     ucp_worker_h worker            = arg;
     const ucp_sppln_ack_hdr_t *ack = data;
     ucp_sppln_xfer_t *xfer;
-    ucp_request_t *req;
 
-    UCP_SEND_REQUEST_GET_BY_ID(&req, worker, ack->sreq_id, 0, return UCS_OK,
-                               "SPPLN ACK %p", ack);
-    xfer = req->send.rndv.sppln_xfer;
+    if (length < sizeof(*ack)) {
+        ucs_error("rndv/sppln: dropped an ACK of %zu bytes, shorter than "
+                  "its header (%zu)",
+                  length, sizeof(*ack));
+        return UCS_OK;
+    }
+
+    xfer = ucp_sppln_send_xfer(worker, ack->sreq_id, "ACK");
+    if (xfer == NULL) {
+        return UCS_OK;
+    }
 
     if (ack->status == UCS_ERR_MESSAGE_TRUNCATED) {
         /* the receive buffer was too small: the receive fails, the send
@@ -628,8 +694,16 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
         return UCS_OK;
     }
 
-    ucs_assertv(ack->chunk == xfer->acked, "ack %u acked %u", ack->chunk,
-                xfer->acked);
+    /* in order, and only for a chunk whose puts were all posted: the slot
+     * it frees takes the next chunk */
+    if ((ack->chunk != xfer->acked) || (xfer->acked >= xfer->next_put)) {
+        ucs_error("rndv/sppln req %p: the peer acknowledged chunk %u, "
+                  "expected chunk %u (%u of %u sent)",
+                  xfer->req, ack->chunk, xfer->acked, xfer->next_put,
+                  xfer->sched.n_chunks);
+        ucp_sppln_send_done(xfer, UCS_ERR_IO_ERROR);
+        return UCS_OK;
+    }
     if (++xfer->acked == xfer->sched.n_chunks) {
         ucp_sppln_send_done(xfer, UCS_OK);
     } else {

@@ -17,6 +17,36 @@
 #include <ucs/datastruct/queue.h>
 
 
+unsigned ucp_sppln_faults = 0;
+
+void ucp_proto_sppln_test_fault(unsigned faults)
+{
+    ucp_sppln_faults = faults;
+}
+
+int ucp_sppln_rkey_buf_valid(const void *buffer, size_t length)
+{
+    const uint8_t *p   = buffer;
+    const uint8_t *end = p + length;
+    ucp_md_map_t md_map;
+    unsigned md_index;
+
+    /* md map, memory type, then a size byte and a key per md of the map */
+    if (length < sizeof(md_map) + 1) {
+        return 0;
+    }
+    memcpy(&md_map, p, sizeof(md_map));
+    p += sizeof(md_map) + 1;
+    ucs_for_each_bit(md_index, md_map) {
+        if ((md_index > UCP_MD_INDEX_BITS) || (p >= end) ||
+            (*p > (size_t)(end - p - 1))) {
+            return 0;
+        }
+        p += 1 + *p;
+    }
+    return 1;
+}
+
 /*
  * The staging regions of a worker: one for sending and one for receiving,
  * each GROUPS x 3 slots, allocated and registered on every memory domain
@@ -270,6 +300,7 @@ void ucp_sppln_xfer_put(ucp_sppln_xfer_t *xfer)
         ucp_sppln_group_put(xfer->worker, xfer->side, xfer->group);
     }
     ucp_sppln_sched_cleanup(&xfer->sched);
+    ucs_free(xfer->sub_seen);
     ucs_free(xfer);
 }
 

@@ -299,9 +299,11 @@ typedef struct ucp_sppln_xfer {
  * that the test harness can check that a peer detects each one and fails
  * the transfer with a clear error: a peer is never trusted. */
 enum {
-    UCP_SPPLN_FAULT_DUP_SUB   = UCS_BIT(0), /* sender: a sub-block twice */
-    UCP_SPPLN_FAULT_SHORT_SUB = UCS_BIT(1), /* sender: a sub-block one byte
-                                               short, a hole in its chunk */
+    UCP_SPPLN_FAULT_DUP_SUB   = UCS_BIT(0), /* sender: the first sub-block
+                                               of the last chunk again, in
+                                               place of its second */
+    UCP_SPPLN_FAULT_SHORT_SUB = UCS_BIT(1), /* sender: the last sub-block
+                                               one byte short */
     UCP_SPPLN_FAULT_DUP_RTR   = UCS_BIT(2), /* receiver: the RTR twice */
     UCP_SPPLN_FAULT_SHORT_RTR = UCS_BIT(3), /* receiver: an RTR without its
                                                rkey */

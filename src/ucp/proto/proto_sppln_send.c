@@ -240,7 +240,7 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
     unsigned s             = xfer->next_put % UCP_SPPLN_NUM_SLOTS;
     ucp_sppln_slot_t *slot = &xfer->slot[s];
     uct_ep_h uct_ep        = req->send.ep->uct_eps[xfer->rma_lane];
-    size_t size, length, advance;
+    size_t size, length, advance, offset;
     uint32_t notify_data;
     ucs_status_t status;
     uct_iov_t iov;
@@ -258,13 +258,23 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
     }
 
     while (xfer->put_offset < size) {
-        length      = ucs_min(xfer->sched.sub_size, size - xfer->put_offset);
-        advance     = length;
-        notify_data = ucp_sppln_notify_data(xfer, s, xfer->put_offset);
-        if ((xfer->next_put == 1) && (xfer->put_offset + length == size) &&
-            (length > 1) && ucp_sppln_fault_take(UCP_SPPLN_FAULT_SHORT_SUB)) {
-            --length; /* test only: chunk 1 ends in a hole */
+        length  = ucs_min(xfer->sched.sub_size, size - xfer->put_offset);
+        advance = length;
+        offset  = xfer->put_offset;
+        if (ucs_unlikely(ucp_sppln_faults != 0) &&
+            (xfer->next_put + 1 == xfer->sched.n_chunks)) {
+            /* test only, in the last chunk: its second sub-block replaced
+             * by the first again, or its last one a byte short */
+            if ((offset == xfer->sched.sub_size) &&
+                (length == xfer->sched.sub_size) &&
+                ucp_sppln_fault_take(UCP_SPPLN_FAULT_DUP_SUB)) {
+                offset = 0;
+            } else if ((offset + length == size) && (length > 1) &&
+                       ucp_sppln_fault_take(UCP_SPPLN_FAULT_SHORT_SUB)) {
+                --length;
+            }
         }
+        notify_data = ucp_sppln_notify_data(xfer, s, offset);
 
         if (xfer->flags & UCP_SPPLN_XFER_FLAG_NOTIFY) {
             /* the put went out, its notification did not */
@@ -280,7 +290,7 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
         iov.buffer = UCS_PTR_BYTE_OFFSET(ucp_sppln_slot_ptr(sw,
                                                             UCP_SPPLN_SIDE_SEND,
                                                             xfer->group, s),
-                                         xfer->put_offset);
+                                         offset);
         iov.length = length;
         iov.memh   = ucp_sppln_slot_memh(sw, UCP_SPPLN_SIDE_SEND,
                                          spriv->md_index);
@@ -290,14 +300,13 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
         ++slot->comp.count;
         if (spriv->put_notify) {
             status = uct_ep_put_notify_zcopy(uct_ep, &iov, 1,
-                                             xfer->remote_slot[s] +
-                                             xfer->put_offset,
+                                             xfer->remote_slot[s] + offset,
                                              xfer->tl_rkey,
                                              UCP_AM_ID_RNDV_SPPLN_DATA,
                                              notify_data, &slot->comp);
         } else {
             status = uct_ep_put_zcopy(uct_ep, &iov, 1,
-                                      xfer->remote_slot[s] + xfer->put_offset,
+                                      xfer->remote_slot[s] + offset,
                                       xfer->tl_rkey, &slot->comp);
         }
 
@@ -314,10 +323,6 @@ static ucs_status_t ucp_sppln_post_chunk(ucp_sppln_xfer_t *xfer,
                 xfer->flags |= UCP_SPPLN_XFER_FLAG_NOTIFY;
                 goto out;
             }
-        }
-        if ((xfer->next_put == 1) && (xfer->put_offset == 0) &&
-            ucp_sppln_fault_take(UCP_SPPLN_FAULT_DUP_SUB)) {
-            continue; /* test only: the same sub-block again */
         }
         xfer->put_offset += advance;
     }

@@ -1408,6 +1408,102 @@ TH_TEST(rvma, read_max_zero_hcr)
     rvma_run(rvma_read_max_rank, "hcr", 2, 1);
 }
 
+/* ---- a peer that breaks the ring lease ------------------------------- */
+
+/* UCP_RVMA_FAULT_* of rvma.h */
+#define RVMA_FAULT_LEASE_REQ_AGAIN (1u << 0)
+#define RVMA_FAULT_LEASE_NO_RKEY   (1u << 1)
+#define RVMA_PEER_PUTS             8
+#define RVMA_PEER_LEN              64
+
+void ucp_rvma_test_fault(unsigned faults);
+unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
+
+typedef struct {
+    rvma_arg_t base;
+    unsigned fault;
+} rvma_fault_arg_t;
+
+/* The initiator (rank 1) puts RVMA_PEER_PUTS blocks one at a time; one side
+ * breaks the lease of the target's ring once, as the fault says:
+ * - the initiator asks for a ring again and again: the target keeps one
+ *   ring for it (each ring is pinned memory; a peer must not take them
+ *   all), and the fast path works on that one;
+ * - the target leases a ring without its rkey: the initiator refuses the
+ *   lease (it read the key from past the message) and its puts take the
+ *   active message path.
+ * Every put lands either way. */
+static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const rvma_fault_arg_t *arg = varg;
+    const size_t size           = RVMA_PEER_PUTS * RVMA_PEER_LEN;
+    ucp_ep_h eps[2]             = {NULL};
+    uint64_t length;
+    void *comp = NULL;
+    ucp_rvma_win_h win;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    size_t i;
+    int fast;
+
+    rvma_env(&arg->base);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+    if ((rank == 0) == (arg->fault == RVMA_FAULT_LEASE_NO_RKEY)) {
+        ucp_rvma_test_fault(arg->fault);
+    }
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(
+                ucp_rvma_win_post_buffer(win, buf, size, &comp, &length));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1);
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, size);
+        TH_CHECK_PATTERN(buf, size, 0);
+        th_log("target: %u ring(s) leased",
+               ucp_rvma_test_num_rings(ucp.worker));
+        TH_ASSERT_EQ(ucp_rvma_test_num_rings(ucp.worker), 1);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        buf = malloc(size);
+        TH_ASSERT(buf != NULL);
+        th_fill_pattern(buf, size, 0);
+        rvma_sync_recv(&ucp, oob, 0);
+        for (i = 0; i < RVMA_PEER_PUTS; ++i) {
+            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, i * RVMA_PEER_LEN,
+                                      buf + (i * RVMA_PEER_LEN),
+                                      RVMA_PEER_LEN));
+        }
+        (void)rvma_fast_puts(ucp.ep, &fast);
+        th_log("initiator: fast path %s", fast ? "on" : "off");
+        TH_ASSERT_EQ(fast, (arg->fault == RVMA_FAULT_LEASE_REQ_AGAIN));
+        free(buf);
+        rvma_sync_send(oob, 0);
+    }
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+static void rvma_run_fault(unsigned fault)
+{
+    rvma_fault_arg_t arg = {{"hcr", 2, 1, 1}, fault};
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, rvma_peer_rank, &arg);
+}
+
+TH_TEST(rvma, peer_lease_requests_repeated_hcr)
+{
+    rvma_run_fault(RVMA_FAULT_LEASE_REQ_AGAIN);
+}
+
+TH_TEST(rvma, peer_lease_without_rkey_hcr)
+{
+    rvma_run_fault(RVMA_FAULT_LEASE_NO_RKEY);
+}
+
 /* ---- UCX_HCR_RVMA_AM_ID moves RVMA's active message ids ---------------- */
 
 #define RVMA_APP_MAGIC 0x61707021u

@@ -290,6 +290,25 @@ typedef union ucp_rvma_msg {
 
 
 /* rvma_worker.c */
+/* Ways this process's RVMA can break its protocol on purpose, so that the
+ * test harness can check that a peer holds: a peer is never trusted */
+enum {
+    UCP_RVMA_FAULT_LEASE_REQ_AGAIN = UCS_BIT(0), /* initiator: ask for a ring
+                                                    UCP_RVMA_MAX_RINGS more
+                                                    times */
+    UCP_RVMA_FAULT_LEASE_NO_RKEY   = UCS_BIT(1) /* target: a lease without
+                                                    its rkey */
+};
+
+/* Set by ucp_rvma_test_fault(); 0 outside the test harness */
+extern unsigned ucp_rvma_faults;
+
+/* Break the protocol as 'faults' (UCP_RVMA_FAULT_*) says, once each */
+void ucp_rvma_test_fault(unsigned faults);
+
+/* Rings this worker leases to initiators (test harness) */
+unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
+
 void ucp_rvma_config_mark_used(void);
 
 ucs_status_t ucp_rvma_worker_get(ucp_worker_h worker,

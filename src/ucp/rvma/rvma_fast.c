@@ -175,6 +175,7 @@ struct ucp_rvma_ring {
     size_t               read_rec_size;
     ucp_rvma_ack_state_t ack_owed;       /* not NONE: in rw->ack_list */
     ucs_list_link_t      list;
+    unsigned dropped_reqs; /* lease requests dropped since */
 };
 
 
@@ -197,6 +198,20 @@ static ucp_rvma_lease_t *ucp_rvma_lease_find(ucp_rvma_worker_t *rw,
                                            kh_value(&rw->leases, iter);
 }
 
+
+unsigned ucp_rvma_faults = 0;
+
+void ucp_rvma_test_fault(unsigned faults)
+{
+    ucp_rvma_faults = faults;
+}
+
+unsigned ucp_rvma_test_num_rings(ucp_worker_h worker)
+{
+    ucp_rvma_worker_t *rw = worker->rvma;
+
+    return (rw == NULL) ? 0 : rw->num_rings;
+}
 
 /* ---- target: rings and acknowledgements --------------------------------- */
 
@@ -375,6 +390,7 @@ static ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
     uint8_t rkey_buf[UCP_RVMA_CTL_MAX - sizeof(ucp_rvma_lease_hdr_t)];
     ucp_rvma_lease_hdr_t lease;
     size_t rkey_size = 0;
+    ucs_log_level_t level;
     ucs_status_t status;
     ucp_ep_h ep;
 
@@ -387,6 +403,20 @@ static ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
     if (ucp_worker_get_ep_by_id(rw->worker, req->ep_id, &ep) != UCS_OK) {
         ucs_debug("worker %p: RVMA lease request from unknown endpoint id 0x%"
                   PRIx64 " dropped", rw->worker, req->ep_id);
+        return UCS_OK;
+    }
+
+    /* one ring per initiator endpoint: asking again must not take (and pin)
+     * every ring of the worker */
+    ring = ucp_rvma_ring_find(rw, ep);
+    if (ring != NULL) {
+        /* told once per ring: the peer may ask as often as it likes */
+        level = (ring->dropped_reqs++ == 0) ? UCS_LOG_LEVEL_ERROR :
+                                              UCS_LOG_LEVEL_DEBUG;
+        ucs_log(level,
+                "worker %p: RVMA lease request from ep %p, which holds "
+                "ring %u already, dropped",
+                rw->worker, ep, ring->id);
         return UCS_OK;
     }
 
@@ -405,6 +435,10 @@ static ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
                   ucs_status_string(status));
     }
 
+    if ((ring != NULL) && (ucp_rvma_faults & UCP_RVMA_FAULT_LEASE_NO_RKEY)) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_LEASE_NO_RKEY;
+        rkey_size = 0; /* test only */
+    }
     status = ucp_rvma_worker_send_ctl(rw, ep, UCP_RVMA_AM_LEASE, &lease,
                                       sizeof(lease), rkey_buf, rkey_size);
     if (UCS_STATUS_IS_ERR(status) && (ring != NULL)) {
@@ -813,6 +847,7 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
     ucp_md_index_t md_index;
     ucs_status_t status;
     khiter_t iter;
+    unsigned i;
     int ret;
 
     lease = ucs_calloc(1, sizeof(*lease), "rvma_lease");
@@ -865,6 +900,14 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
 
     lease->state = UCP_RVMA_LEASE_REQUESTED;
     ucs_debug("ep %p: RVMA ring requested", ep);
+
+    if (ucs_unlikely(ucp_rvma_faults & UCP_RVMA_FAULT_LEASE_REQ_AGAIN)) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_LEASE_REQ_AGAIN;
+        for (i = 0; i < UCP_RVMA_MAX_RINGS; ++i) {
+            (void)ucp_rvma_worker_send_ctl(rw, ep, UCP_RVMA_AM_LEASE_REQ, &req,
+                                           sizeof(req), NULL, 0);
+        }
+    }
 }
 
 static ucs_status_t ucp_rvma_lease_setup(ucp_rvma_lease_t *lease,
@@ -935,6 +978,14 @@ static ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
 
     if (hdr->ring_id >= UCP_RVMA_MAX_RINGS) {
         ucs_debug("ep %p: RVMA ring refused by the target", ep);
+        lease->state = UCP_RVMA_LEASE_REFUSED;
+        return UCS_OK;
+    }
+
+    if (length < lease->rkey_size) {
+        ucs_error("ep %p: RVMA lease with a %zu-byte rkey, %zu expected: not "
+                  "used",
+                  ep, length, lease->rkey_size);
         lease->state = UCP_RVMA_LEASE_REFUSED;
         return UCS_OK;
     }

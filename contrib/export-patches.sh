@@ -47,6 +47,7 @@ series=(
     "0014-ucp-rvma.patch:ucp/api ucp/rvma/rvma.h ucp/rvma/rvma_put.c
         ucp/rvma/rvma_target.c ucp/rvma/rvma_win.c ucp/rvma/rvma_worker.c"
     "0015-ucp-rvma-fast-path.patch:ucp/rvma/rvma_fast.c ucp/rvma/rvma_read.c"
+    "0020-test-gtest-put-notify.patch:"
 )
 
 usage() {
@@ -69,6 +70,11 @@ die() {
     echo "export-patches: $*" >&2
     exit 1
 }
+
+# the paths stay valid after the script changes directory
+out=$(realpath -m "$out")
+[ -z "$apply_to" ] || apply_to=$(realpath -m "$apply_to")
+[ -z "$build_each" ] || build_each=$(realpath -m "$build_each")
 
 # ---- the table against the tree: every glue patch and every file of src/
 #      belongs to exactly one feature

@@ -2,18 +2,23 @@
 #
 # hcr against rc_verbs on the same softverbs device, in one run: UCT put
 # latency and bandwidth, and UCP tag latency and bandwidth (UCX_TLS=hcr
-# against UCX_TLS=rc_v), for 8 B, 4 KiB, 64 KiB and 1 MiB. Each number is
-# the median of RUNS runs; the ratio columns are hcr / rc_verbs
-# (goals: latency ratio <= 1.05, bandwidth ratio >= 0.95).
+# against UCX_TLS=rc_v), for 8 B, 4 KiB, 64 KiB and 1 MiB, and UCT active
+# message latency and bandwidth for 8 B and 4 KiB (an active message is at
+# most one receive segment, 8 KiB by default). Each number is the median of
+# RUNS runs, hcr and rc_verbs runs interleaved; the ratio columns are
+# hcr / rc_verbs (goals: latency ratio <= 1.05, bandwidth ratio >= 0.95).
 #
 # Usage: bench/hcr-vs-rc-verbs.sh [RUNS]   (UCX_HCR_PREFIX: the install)
+# SIZES and AM_SIZES replace the lists of sizes, ITERS the iteration
+# counts (a shorter run on a busy host).
 #
 set -u
 . "$(dirname "$0")/lib.sh"
 
 runs=${1:-7}
 dev=softverbs0:1
-sizes="8 4096 65536 1048576"
+sizes=${SIZES:-8 4096 65536 1048576}
+am_sizes=${AM_SIZES:-8 4096}
 
 if ! have_softverbs; then
     echo "softverbs is not installed in $UCX_HCR_PREFIX" >&2
@@ -38,7 +43,8 @@ layout() {
 }
 
 iters() {
-    if [ "$1" -ge 1048576 ]; then echo 300
+    if [ -n "${ITERS:-}" ]; then echo "$ITERS"
+    elif [ "$1" -ge 1048576 ]; then echo 300
     elif [ "$1" -ge 65536 ]; then echo 2000
     else echo 10000
     fi
@@ -86,6 +92,12 @@ for s in $sizes; do
     HCR_ARGS=(-x hcr -d "$dev") REF_ARGS=(-x rc_verbs -d "$dev")
     row "put_lat_us" "$s" 2 "<1.05" -t put_lat -D "$D" -s "$s" -n "$n"
     row "put_bw_MBs" "$s" 6 ">0.95" -t put_bw -D "$D" -s "$s" -n "$n"
+done
+for s in $am_sizes; do
+    D=$(layout "$s")
+    n=$(iters "$s")
+    row "am_lat_us" "$s" 2 "<1.05" -t am_lat -D "$D" -s "$s" -n "$n"
+    row "am_bw_MBs" "$s" 6 ">0.95" -t am_bw -D "$D" -s "$s" -n "$n"
 done
 for s in $sizes; do
     n=$(iters "$s")

@@ -619,6 +619,37 @@ TH_TEST(calib, force_measures_once)
     calib_rm_dir(dir);
 }
 
+/* Processes that start together on an empty cache serialize on its lock
+ * file: one measures, the others wait and read what it cached (without the
+ * lock, each of them measured: 4 of 4 'measured' when flock() was taken
+ * out of ucs_calib_get) */
+#define CALIB_CONCURRENT 4
+
+TH_TEST(calib, cache_lock_one_measures)
+{
+    FILE *p[CALIB_CONCURRENT];
+    int i, measured = 0, cached = 0;
+    char dir[64], line[256];
+
+    calib_env(dir, sizeof(dir));
+    for (i = 0; i < CALIB_CONCURRENT; ++i) {
+        p[i] = popen(TH_PREFIX "/bin/ucx_hcr_calib -d " CALIB_DEV " -p", "r");
+        TH_ASSERT(p[i] != NULL);
+    }
+    for (i = 0; i < CALIB_CONCURRENT; ++i) {
+        while (fgets(line, sizeof(line), p[i]) != NULL) {
+            measured += !strcmp(line, "source=measured\n");
+            cached += !strcmp(line, "source=cache\n");
+        }
+        TH_ASSERT_EQ(pclose(p[i]), 0);
+    }
+    th_log("%d processes started together: %d measured, %d read the cache",
+           CALIB_CONCURRENT, measured, cached);
+    TH_ASSERT_EQ(measured, 1);
+    TH_ASSERT_EQ(cached, CALIB_CONCURRENT - 1);
+    calib_rm_dir(dir);
+}
+
 /* with a registration cache the md keeps charging the lookup: proto v2
  * selects per size, and reused buffers must stay zero-copy */
 TH_TEST(calib, rcache_keeps_lookup_cost)

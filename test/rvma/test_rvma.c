@@ -1653,6 +1653,155 @@ static void rvma_killed(const char *tls)
     TH_ASSERT_EQ(status[1], 128 + SIGKILL);
 }
 
+/* Rank 1 puts RVMA_KILL_PUTS small blocks, then asks for a large put and
+ * dies before the target (rank 0) has fetched a byte of it: the target does
+ * not progress until rank 1 is gone. The units the large put reserved must
+ * come back when its fetch fails, so that rank 2 can put the same block
+ * again, and one more small one that reaches the threshold. */
+static int rvma_proc_gone(pid_t pid)
+{
+    char path[64], *line = NULL, *p;
+    size_t n = 0;
+    FILE *f;
+    int gone;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 1;
+    }
+    gone = (getline(&line, &n, f) > 0) && ((p = strrchr(line, ')')) != NULL) &&
+           (p[1] == ' ') && (p[2] == 'Z');
+    free(line);
+    fclose(f);
+    return gone;
+}
+
+static void rvma_refund_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    rvma_arg_t *arg           = varg;
+    size_t large_off          = RVMA_KILL_PUTS * RVMA_SMALL;
+    size_t size               = large_off + (8 * RVMA_LARGE) + RVMA_SMALL, i;
+    ucp_request_param_t param = {0};
+    ucp_ep_h eps[3]           = {NULL};
+    void *comp                = (void *)1;
+    uint64_t length           = 0;
+    ucp_rvma_win_h win;
+    double deadline;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    pid_t pid;
+    char token;
+
+    rvma_env(arg);
+    setenv("UCX_LOG_LEVEL", "fatal", 1);
+    setenv("UCX_KEEPALIVE_INTERVAL", "1s", 1);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 1);
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(
+                ucp_rvma_win_post_buffer(win, buf, size, &comp, &length));
+        rvma_sync_send(oob, 1);
+        rvma_sync_recv(&ucp, oob, 1); /* the small puts are placed */
+        /* the large put's request has left rank 1, which then dies: no
+         * progress here until it is gone */
+        th_oob_recv(oob, 1, &pid, sizeof(pid));
+        deadline = th_time() + 30.0;
+        while (!rvma_proc_gone(pid)) {
+            TH_ASSERT(th_time() < deadline);
+            usleep(1000);
+        }
+        /* the request is taken, its fetch fails, the endpoint fails */
+        deadline = th_time() + 60.0;
+        while (ucp.ep_error == UCS_OK) {
+            ucp_worker_progress(ucp.worker);
+            TH_ASSERT(th_time() < deadline);
+        }
+        for (i = 0; i < 1000; ++i) {
+            ucp_worker_progress(ucp.worker);
+        }
+        TH_ASSERT(comp == NULL);
+        rvma_check_untouched(buf, large_off, size); /* nothing fetched */
+
+        /* rank 2 puts the large block again, then the last small one */
+        ucp.ep = eps[2];
+        rvma_sync_send(oob, 2);
+        deadline = th_time() + 60.0;
+        while (comp == NULL) {
+            ucp_worker_progress(ucp.worker);
+            TH_ASSERT(th_time() < deadline);
+        }
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, size);
+        for (i = 0; i < RVMA_KILL_PUTS; ++i) {
+            TH_CHECK_PATTERN(buf + i * RVMA_SMALL, RVMA_SMALL, i * RVMA_SMALL);
+        }
+        TH_CHECK_PATTERN(buf + large_off, 8 * RVMA_LARGE, 1);
+        TH_CHECK_PATTERN(buf + large_off + 8 * RVMA_LARGE, RVMA_SMALL, 2);
+        token = 'd';
+        th_oob_send(oob, 2, &token, 1);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+        _exit(0); /* an endpoint is in error: no orderly teardown */
+    }
+
+    buf = malloc(8 * RVMA_LARGE);
+    TH_ASSERT(buf != NULL);
+    th_fill_pattern(buf, 8 * RVMA_LARGE, 1);
+    if (rank == 1) {
+        rvma_sync_recv(&ucp, oob, 0);
+        for (i = 0; i < RVMA_KILL_PUTS; ++i) {
+            TH_ASSERT_UCS_OK(rvma_put_block(&ucp, RVMA_VADDR, i * RVMA_SMALL,
+                                            RVMA_SMALL));
+        }
+        rvma_sync_send(oob, 0);
+        (void)ucp_rvma_put_nbx(ucp.ep, RVMA_VADDR, large_off, buf,
+                               8 * RVMA_LARGE, &param);
+        for (i = 0; i < 100; ++i) {
+            ucp_worker_progress(ucp.worker); /* the request leaves */
+        }
+        pid = getpid();
+        th_oob_send(oob, 0, &pid, sizeof(pid));
+        raise(SIGKILL);
+    }
+
+    /* rank 2 */
+    th_oob_recv(oob, 0, &token, 1);
+    TH_ASSERT_UCS_OK(
+            rvma_put(&ucp, RVMA_VADDR, large_off, buf, 8 * RVMA_LARGE));
+    th_fill_pattern(buf, RVMA_SMALL, 2);
+    TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, large_off + 8 * RVMA_LARGE, buf,
+                              RVMA_SMALL));
+    th_ucp_oob_recv(&ucp, oob, 0, &token, 1);
+    _exit(0);
+}
+
+static void rvma_refund(const char *tls)
+{
+    rvma_arg_t arg = {tls, 3, 1, 1};
+    int status[3];
+    th_procs_t *p;
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    p = th_procs_start(3, rvma_refund_rank, &arg);
+    th_procs_wait(p, status);
+    if ((status[0] == TH_EXIT_SKIP) || (status[2] == TH_EXIT_SKIP)) {
+        TH_SKIP("no verbs device (softverbs not preloaded)");
+    }
+    TH_ASSERT_EQ(status[0], 0);
+    TH_ASSERT_EQ(status[1], 128 + SIGKILL);
+    TH_ASSERT_EQ(status[2], 0);
+}
+
+/* hcr only: over tcp the dying rank's request goes with its socket, so
+ * nothing is reserved and the test could not fail */
+TH_TEST_TIMEOUT(rvma, failed_fetch_refunds_units_hcr, 150)
+{
+    rvma_refund("hcr");
+}
+
 TH_TEST_TIMEOUT(rvma, killed_initiator_hcr, 150) { rvma_killed("hcr"); }
 TH_TEST_TIMEOUT(rvma, killed_initiator_tcp, 150) { rvma_killed("tcp"); }
 

@@ -694,17 +694,19 @@ static void rvma_kill_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT(comp == NULL);
         TH_ASSERT_UCS_OK(ucp_rvma_win_inc_epoch(win));
         TH_ASSERT(comp == buf);
-        /* the acknowledged puts are there; the dying one is all or nothing */
+        /* the acknowledged puts are there; the dying one counts whole or not
+         * at all */
         TH_ASSERT((length == RVMA_KILL_PUTS * RVMA_SMALL) ||
                   (length == size));
         th_log("partial buffer recovered with %" PRIu64 " bytes", length);
         for (i = 0; i < RVMA_KILL_PUTS; ++i) {
             TH_CHECK_PATTERN(buf + i * RVMA_SMALL, RVMA_SMALL, i * RVMA_SMALL);
         }
+        /* nothing outside the puts' ranges; the dying put, when not
+         * counted, may have written part of its range before its fetch
+         * failed (seen across hosts, where the fetch goes in pieces), as
+         * the API says */
         rvma_check_untouched(buf, size, size + RVMA_SMALL);
-        if (length == RVMA_KILL_PUTS * RVMA_SMALL) {
-            rvma_check_untouched(buf, length, length + 1);
-        }
         ucp_rvma_win_destroy(win);
         free(buf);
         _exit(0); /* the endpoint is in error: no orderly teardown */

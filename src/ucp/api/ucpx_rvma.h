@@ -149,7 +149,10 @@ ucs_status_t ucp_rvma_win_create(ucp_worker_h worker,
  * @a *length_ptr is set to the number of bytes placed in it and then
  * @a *comp_ptr to @a buffer (a release store: a thread that sees the
  * pointer sees the data and the length). The buffer belongs to the window
- * until then. @a *comp_ptr is set to NULL here.
+ * until then. @a *comp_ptr is set to NULL here. The length counts the puts
+ * that completed; a put whose initiator failed while its data was being
+ * fetched is not counted, though part of its range may have been written
+ * (as an RDMA transfer cut off on an HCA leaves part of its data).
  *
  * @param [in]  win         Window.
  * @param [in]  buffer      Buffer, host memory.

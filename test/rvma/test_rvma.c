@@ -1639,20 +1639,30 @@ TH_TEST_TIMEOUT(rvma, read_path_memlock_hcr, 120)
     th_run_procs(2, rvma_memlock_rank, &arg);
 }
 
-static void rvma_killed(const char *tls)
+/* nprocs ranks of fn, where rank 1 kills itself and every other rank must
+ * end well */
+static void rvma_run_rank1_dies(th_proc_fn_t fn, const char *tls, int nprocs)
 {
-    rvma_arg_t arg = {tls, 2, 1, 1};
-    int status[2];
+    rvma_arg_t arg = {tls, nprocs, 1, 1};
+    int status[3];
     th_procs_t *p;
+    int rank;
 
+    TH_ASSERT(nprocs <= 3);
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
-    p = th_procs_start(2, rvma_kill_rank, &arg);
+    p = th_procs_start(nprocs, fn, &arg);
     th_procs_wait(p, status);
-    if ((status[0] == TH_EXIT_SKIP) || (status[1] == TH_EXIT_SKIP)) {
+    if (status[0] == TH_EXIT_SKIP) {
         TH_SKIP("no verbs device (softverbs not preloaded)");
     }
-    TH_ASSERT_EQ(status[0], 0);
-    TH_ASSERT_EQ(status[1], 128 + SIGKILL);
+    for (rank = 0; rank < nprocs; ++rank) {
+        TH_ASSERT_EQ(status[rank], (rank == 1) ? 128 + SIGKILL : 0);
+    }
+}
+
+static void rvma_killed(const char *tls)
+{
+    rvma_run_rank1_dies(rvma_kill_rank, tls, 2);
 }
 
 /* Rank 1 puts RVMA_KILL_PUTS small blocks, then asks for a large put and
@@ -1780,28 +1790,11 @@ static void rvma_refund_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     _exit(0);
 }
 
-static void rvma_refund(const char *tls)
-{
-    rvma_arg_t arg = {tls, 3, 1, 1};
-    int status[3];
-    th_procs_t *p;
-
-    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
-    p = th_procs_start(3, rvma_refund_rank, &arg);
-    th_procs_wait(p, status);
-    if ((status[0] == TH_EXIT_SKIP) || (status[2] == TH_EXIT_SKIP)) {
-        TH_SKIP("no verbs device (softverbs not preloaded)");
-    }
-    TH_ASSERT_EQ(status[0], 0);
-    TH_ASSERT_EQ(status[1], 128 + SIGKILL);
-    TH_ASSERT_EQ(status[2], 0);
-}
-
 /* hcr only: over tcp the dying rank's request goes with its socket, so
  * nothing is reserved and the test could not fail */
 TH_TEST_TIMEOUT(rvma, failed_fetch_refunds_units_hcr, 150)
 {
-    rvma_refund("hcr");
+    rvma_run_rank1_dies(rvma_refund_rank, "hcr", 3);
 }
 
 TH_TEST_TIMEOUT(rvma, killed_initiator_hcr, 150) { rvma_killed("hcr"); }

@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SV_SHM_VERSION    6   /* bump with every layout change */
+#define SV_SHM_VERSION    7   /* bump with every layout change */
 #define SV_SHM_MAGIC      0x73666f7476726273ULL
 #define SV_MAX_DEVS       4
 #define SV_MAX_PROCS      512
@@ -74,22 +74,77 @@ void sv_unlock(sv_lock_t *lock);
  *
  * size is a power of two; prod and cons are free-running 32-bit counters
  * (index = counter & (size - 1)), so full is prod - cons == size.
- * Producer: writes the entry, then stores prod with release ordering.
- * Consumer: loads prod with acquire ordering before reading the entry, and
- * stores cons with release ordering once it is done with the entry, which a
- * producer observes with an acquire load before reusing the slot.
- * Multiple producers (CQ: local poster, engine, remote initiators) or
- * multiple consumers (RQ/SRQ: any initiator, plus the owner's flush) take
- * the sv_lock_t that the owning structure puts next to the ring; a single
- * side needs no lock beyond the owner process's own private one.
+ *
+ * Every entry carries a sequence word: the producer writes the entry, then
+ * stores its sequence, sv_ring_seq(counter), with release ordering; a
+ * consumer takes the entry at cons when an acquire load of its sequence
+ * finds sv_ring_seq(cons). So a consumer never reads prod and a producer
+ * reads cons only when its cached view (cons_seen) says the ring is full:
+ * each side keeps to its own cache lines (the geometry line, written once;
+ * the producer line; the consumer line), and a message between processes
+ * moves the entry's line and nothing else, as an HCA's DMA of a CQE does:
+ * every line that changes hands between two cores is on the message's
+ * critical path.
+ *
+ * Several producers (a CQ: the local poster, the engine, initiators in
+ * other processes, network threads) take prod_lock; several consumers (a
+ * receive queue: the initiators and the owner's flush) take cons_lock;
+ * a single side takes no shared lock beyond the owner's private one.
+ * A stale entry (one lap old, or zero-filled) never matches: its sequence
+ * is cons + 1 - size or 0, and every slot is written once before the
+ * counters wrap.
  */
 typedef struct {
-    uint64_t off;      /* entries, as an offset in the shared segment */
-    uint32_t size;     /* entries, power of two */
-    uint32_t stride;   /* bytes per entry */
-    uint32_t prod sv_aligned;
-    uint32_t cons sv_aligned;
+    uint64_t  off;       /* entries, as an offset in the shared segment */
+    uint32_t  size;      /* entries, power of two */
+    uint32_t  stride;    /* bytes per entry */
+    sv_lock_t prod_lock sv_aligned;
+    uint32_t  prod;
+    uint32_t  cons_seen; /* the producers' last look at cons */
+    uint32_t  retired;   /* receive queues: entries whose completion the
+                          * owner polled (or that a reset dropped) */
+    sv_lock_t cons_lock sv_aligned;
+    uint32_t  cons;
 } sv_ring_t;
+
+static inline uint32_t sv_ring_seq(uint32_t counter)
+{
+    return counter + 1;
+}
+
+/*
+ * A producer's room check: may one more entry go in while at most 'cap'
+ * (at most size) are outstanding? (caller is the only producer, or holds
+ * prod_lock). cons_seen and retired are both at most cons, so the nearer
+ * of them to prod is a safe view; cons itself is read only when that view
+ * says full. A receive queue's owner learns of consumed WQEs from its
+ * receive completions (retired), as an HCA's driver does: an application
+ * that keeps its queue full (every post follows a poll) never reads the
+ * consumers' line.
+ */
+static inline int sv_ring_full(sv_ring_t *ring, uint32_t cap)
+{
+    uint32_t used_seen    = ring->prod - ring->cons_seen;
+    uint32_t used_retired = ring->prod - SV_LOAD_RELAXED(&ring->retired);
+
+    if ((used_seen < cap) || (used_retired < cap)) {
+        return 0;
+    }
+    ring->cons_seen = __atomic_load_n(&ring->cons, __ATOMIC_ACQUIRE);
+    return ring->prod - ring->cons_seen >= cap;
+}
+
+/* a line this thread is about to write, fetched for writing ahead of time
+ * so that the stores do not wait for another core to give it up (a hint:
+ * PREFETCHW, or a plain prefetch where the CPU has none) */
+static inline void sv_prefetch_w(const void *p)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
 
 /* ------------------------------------------------------------------------
  * Shared descriptors
@@ -112,22 +167,39 @@ typedef struct {
     uint64_t length;
 } sv_mr_t;
 
+/* a receive WQE; entries start on a cache line, so that the header and
+ * the first SGEs, all that most receives use, move in one line */
 typedef struct {
     uint64_t wr_id;
     uint32_t num_sge;
-    uint32_t reserved;
+    uint32_t seq;          /* sv_ring_seq() of its counter: posted */
     struct ibv_sge sge[SV_MAX_RECV_SGE];
-} sv_rwqe_t;
+} sv_aligned sv_rwqe_t;
 
+/* a completion as the CQ ring holds it: one cache line */
 typedef struct {
-    sv_lock_t lock;        /* consumers: initiators and the owner's flush */
+    struct ibv_wc wc;
+    uint32_t      pad[3];
+    uint32_t      seq;     /* sv_ring_seq() of its counter: written */
+} sv_cqe_t;
+_Static_assert(sizeof(sv_cqe_t) == SV_CACHELINE, "a CQE is one line");
+
+/*
+ * A receive queue's ring has twice the entries that may be posted (cap):
+ * the slot a post writes was consumed cap receives ago, so the poster can
+ * fetch its line for writing ahead of time while the initiators read the
+ * WQEs still posted. In a ring only as large as the queue, an application
+ * that keeps it full would write the very slot the next initiator reads.
+ */
+typedef struct {
     uint32_t  max_sge;
     uint32_t  limit;       /* SRQ limit event threshold, 0: disarmed */
-    sv_ring_t ring;        /* of sv_rwqe_t */
+    uint32_t  cap;         /* WQEs that may be posted: ring.size / 2 */
+    sv_ring_t ring;        /* of sv_rwqe_t; consumers (initiators, the
+                            * owner's flush) take ring.cons_lock */
 } sv_rq_t;
 
 typedef struct {
-    sv_lock_t lock;        /* producers */
     uint32_t  in_use;
     uint16_t  owner;
     uint64_t  id;          /* unique, to detect reuse of the slot */
@@ -136,7 +208,7 @@ typedef struct {
     int32_t   chan_fd;     /* owner's eventfd of the completion channel */
     uint32_t  overrun;
     uint64_t  chan_id;
-    sv_ring_t ring;        /* of struct ibv_wc */
+    sv_ring_t ring;        /* of sv_cqe_t; producers take ring.prod_lock */
 } sv_cq_t;
 
 typedef struct {
@@ -346,6 +418,9 @@ typedef struct sv_cq {
     struct ibv_cq      ibcq;
     uint32_t           idx;
     sv_cq_t           *s;
+    sv_cqe_t          *ents;           /* the ring's entries, and */
+    uint32_t           mask;           /* its size - 1: the poller's own
+                                        * copy of the geometry */
     pthread_spinlock_t poll_lock;
     struct sv_cq      *chan_next;
 } sv_cq_priv_t;
@@ -472,6 +547,9 @@ void sv_responder_error(sv_qp_t *s, uint32_t bit);
 void sv_async_raise(uint32_t *bits, uint32_t bit, int owner, int fd,
                     uint64_t ctx_id);
 void sv_rq_consumed(sv_qp_t *peer, sv_rq_t *rq);
+sv_rwqe_t *sv_rq_head(sv_rq_t *rq);
+void       sv_rq_retired(uint32_t qpn, uint32_t n);
+void       sv_rwqe_copy(sv_rwqe_t *dst, const sv_rwqe_t *src);
 void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev);
 void sv_async_drop_qp(sv_context_t *ctx, struct ibv_qp *ibqp);
 uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);

@@ -52,7 +52,6 @@ SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
     }
 
     s = &shm->cqs[idx];
-    s->lock.owner = 0;
     s->owner      = (uint16_t)sv_g.slot;
     s->id         = sv_new_id();
     s->armed      = 0;
@@ -60,7 +59,8 @@ SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
     s->overrun    = 0;
     s->chan_fd    = -1;
     /* one spare entry beyond what was asked, like most HCAs */
-    ret = sv_ring_init(&s->ring, (uint32_t)cqe + 1, 64, sv_g.slot);
+    ret = sv_ring_init(&s->ring, (uint32_t)cqe + 1, sizeof(sv_cqe_t),
+                       sv_g.slot);
     if (ret != 0) {
         SV_STORE(&s->in_use, 0);
         free(cq);
@@ -68,8 +68,10 @@ SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
         return NULL;
     }
 
-    cq->idx = idx;
-    cq->s   = s;
+    cq->idx  = idx;
+    cq->s    = s;
+    cq->ents = sv_ptr(s->ring.off);
+    cq->mask = s->ring.size - 1;
     pthread_spin_init(&cq->poll_lock, PTHREAD_PROCESS_PRIVATE);
     cq->ibcq.context    = context;
     cq->ibcq.channel    = channel;
@@ -109,9 +111,9 @@ SV_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
         pthread_mutex_unlock(&ch->lock);
     }
     /* producers check in_use under the CQ lock */
-    sv_lock(&cq->s->lock);
+    sv_lock(&cq->s->ring.prod_lock);
     SV_STORE(&cq->s->in_use, 0);
-    sv_unlock(&cq->s->lock);
+    sv_unlock(&cq->s->ring.prod_lock);
     sv_ring_fini(&cq->s->ring);
     free(cq);
     return 0;
@@ -126,28 +128,32 @@ SV_EXPORT int ibv_resize_cq(struct ibv_cq *cq, int cqe)
 /* Add a completion; any process may call it. */
 void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited)
 {
+    sv_ring_t *ring = &cq->ring;
     uint32_t armed;
     uint64_t one = 1;
+    sv_cqe_t *e;
     int fd;
 
-    sv_lock(&cq->lock);
+    sv_lock(&ring->prod_lock);
     if (!cq->in_use) {
-        sv_unlock(&cq->lock);
+        sv_unlock(&ring->prod_lock);
         return;
     }
-    if (cq->ring.prod - SV_LOAD(&cq->ring.cons) >= cq->ring.size) {
+    if (sv_ring_full(ring, ring->size)) {
         /* CQ overrun: the completion is lost, as on an HCA */
         cq->overrun = 1;
-        sv_unlock(&cq->lock);
+        sv_unlock(&ring->prod_lock);
         return;
     }
-    memcpy(sv_ring_entry(&cq->ring, cq->ring.prod), wc, sizeof(*wc));
-    SV_STORE(&cq->ring.prod, cq->ring.prod + 1);
+    e = sv_ring_entry(ring, ring->prod);
+    memcpy(&e->wc, wc, sizeof(*wc));
+    SV_STORE(&e->seq, sv_ring_seq(ring->prod));
+    ring->prod++;
 
-    /* The application arms (a locked CAS), then polls prod; we store prod,
-     * then read armed. Without a full fence the CPU may read armed before
-     * the prod store is visible, and both sides miss: a lost wakeup
-     * (seen with completions written by the network threads). */
+    /* The application arms (a locked CAS), then polls the ring; we publish
+     * the entry, then read armed. Without a full fence the CPU may read
+     * armed before the entry is visible, and both sides miss: a lost
+     * wakeup (seen with completions written by the network threads). */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     armed = SV_LOAD(&cq->armed);
     if (armed == 2 || (armed == 1 && (solicited ||
@@ -161,24 +167,37 @@ void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited)
             }
         }
     }
-    sv_unlock(&cq->lock);
+    sv_unlock(&ring->prod_lock);
 }
 
+/* The owner's threads poll (poll_lock): the entry at cons is there when its
+ * sequence says so; prod, written by the producers, is never read. */
 int sv_op_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
     sv_cq_priv_t *cq = (sv_cq_priv_t *)ibcq;
-    sv_ring_t *ring = &cq->s->ring;
-    uint32_t cons, prod;
-    int n;
+    sv_ring_t *ring  = &cq->s->ring;
+    uint32_t cons;
+    sv_cqe_t *e;
+    int n, i;
 
     pthread_spin_lock(&cq->poll_lock);
     cons = ring->cons;
-    prod = SV_LOAD(&ring->prod);
-    for (n = 0; n < num_entries && cons != prod; ++n, ++cons) {
-        memcpy(&wc[n], sv_ring_entry(ring, cons), sizeof(*wc));
+    for (n = 0; n < num_entries; ++n, ++cons) {
+        e = &cq->ents[cons & cq->mask];
+        if (SV_LOAD(&e->seq) != sv_ring_seq(cons)) {
+            break;
+        }
+        memcpy(&wc[n], &e->wc, sizeof(*wc));
     }
-    SV_STORE(&ring->cons, cons);
+    if (n > 0) {
+        SV_STORE(&ring->cons, cons);
+    }
     pthread_spin_unlock(&cq->poll_lock);
+    for (i = 0; i < n; ++i) {
+        if (wc[i].opcode & IBV_WC_RECV) {
+            sv_rq_retired(wc[i].qp_num, 1);
+        }
+    }
     if (n == 0 && sv_g.cfg.engine_help) {
         sv_engine_help(cq);
     }

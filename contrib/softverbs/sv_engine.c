@@ -464,9 +464,9 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     struct iovec riov[SV_MAX_RECV_SGE];
     uint32_t qkey = (w->remote_qkey & 0x80000000u) ? qp->s->qkey :
                                                      w->remote_qkey;
+    sv_rwqe_t rw, *head;
     sv_qp_t *peer;
     struct ibv_wc wc;
-    sv_rwqe_t rw;
     sv_rq_t *rq;
     int rn, err;
     int64_t cap;
@@ -491,14 +491,14 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     if (rq == NULL) {
         goto out;
     }
-    sv_lock(&rq->lock);
-    if (rq->ring.cons == SV_LOAD(&rq->ring.prod) ||
-        !SV_LOAD(&peer->in_use) || peer->qpn != w->remote_qpn ||
+    sv_lock(&rq->ring.cons_lock);
+    if ((head = sv_rq_head(rq)) == NULL || !SV_LOAD(&peer->in_use) ||
+        peer->qpn != w->remote_qpn ||
         (peer->srq && !SV_LOAD(&sv_g.shm->srqs[peer->srq - 1].in_use))) {
-        sv_unlock(&rq->lock);
+        sv_unlock(&rq->ring.cons_lock);
         goto out;
     }
-    memcpy(&rw, sv_ring_entry(&rq->ring, rq->ring.cons), sizeof(rw));
+    sv_rwqe_copy(&rw, head);
     SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
     sv_rq_consumed(peer, rq);
 
@@ -526,22 +526,24 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     }
     sv_cq_push(&sv_g.shm->cqs[peer->rcq], &wc,
                !!(w->flags & IBV_SEND_SOLICITED));
-    sv_unlock(&rq->lock);
+    sv_unlock(&rq->ring.cons_lock);
 out:
     sv_send_complete(qp, w, IBV_WC_SUCCESS);
     return SV_DONE;
 }
 
-/* The receive WQE at rq->ring.cons, taken under rq->lock, is done: consume
- * it, write the target's CQE (wc) and release the lock. Both responders
- * (this file, sv_net_resp.c) end a receive this way. */
+/* The receive WQE at rq->ring.cons, taken under ring.cons_lock, is done:
+ * consume it, write the target's CQE (wc) and release the lock. Both
+ * responders (this file, sv_net_resp.c) end a receive this way. */
 void sv_rq_complete(sv_qp_t *peer, sv_rq_t *rq, const struct ibv_wc *wc,
                     int solicited)
 {
+    /* the completion first: the target waits for it, nobody for cons (the
+     * WQE was copied out when it was taken) */
+    sv_cq_push(&sv_g.shm->cqs[peer->rcq], wc, solicited);
     SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
     sv_rq_consumed(peer, rq);
-    sv_cq_push(&sv_g.shm->cqs[peer->rcq], wc, solicited);
-    sv_unlock(&rq->lock);
+    sv_unlock(&rq->ring.cons_lock);
 }
 
 /* SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: the responder side consumes a
@@ -553,26 +555,26 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
     struct iovec riov[SV_MAX_RECV_SGE];
     sv_rq_t *rq = sv_peer_rq(peer);
     enum ibv_wc_status ist = IBV_WC_SUCCESS;
+    sv_rwqe_t rw, *head;
     struct ibv_wc wc;
-    sv_rwqe_t rw;
     int rn, err = 0;
     int64_t cap;
 
     if (rq == NULL) {
         return sv_no_response(qp, w, peer->owner);
     }
-    sv_lock(&rq->lock);
+    sv_lock(&rq->ring.cons_lock);
     /* the owner destroys a QP or SRQ under this lock: re-check */
     if (!SV_LOAD(&peer->in_use) || peer->id != qp->peer_id ||
         (peer->srq && !SV_LOAD(&sv_g.shm->srqs[peer->srq - 1].in_use))) {
-        sv_unlock(&rq->lock);
+        sv_unlock(&rq->ring.cons_lock);
         return sv_no_response(qp, w, -1);
     }
-    if (rq->ring.cons == SV_LOAD(&rq->ring.prod)) {
-        sv_unlock(&rq->lock);
+    if ((head = sv_rq_head(rq)) == NULL) {
+        sv_unlock(&rq->ring.cons_lock);
         return sv_rnr(qp, w, peer);
     }
-    memcpy(&rw, sv_ring_entry(&rq->ring, rq->ring.cons), sizeof(rw));
+    sv_rwqe_copy(&rw, head);
 
     memset(&wc, 0, sizeof(wc));
     wc.wr_id  = rw.wr_id;
@@ -605,7 +607,8 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
         }
     }
     if (err == ESRCH) {
-        sv_unlock(&rq->lock);   /* the target is gone: no completion there */
+        /* the target is gone: no completion there */
+        sv_unlock(&rq->ring.cons_lock);
         return sv_send_fail(qp, w, ist);
     }
     if (w->opcode != IBV_WR_SEND) {

@@ -354,10 +354,15 @@ int sv_ring_init(sv_ring_t *ring, uint32_t min_entries, uint32_t stride,
     if (ring->off == 0) {
         return ENOMEM;
     }
-    ring->size   = size;
-    ring->stride = stride;
-    ring->prod   = 0;
-    ring->cons   = 0;
+    /* the heap hands out zero-filled memory: no entry has a sequence */
+    ring->size            = size;
+    ring->stride          = stride;
+    ring->prod_lock.owner = 0;
+    ring->prod            = 0;
+    ring->cons_seen       = 0;
+    ring->retired         = 0;
+    ring->cons_lock.owner = 0;
+    ring->cons            = 0;
     return 0;
 }
 

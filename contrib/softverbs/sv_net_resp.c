@@ -394,7 +394,7 @@ static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
     int rnr_left = h->rnr_retry, rn = 0, n, tail;
     int ist = IBV_WC_SUCCESS, ret;
     struct ibv_wc wc;
-    sv_rwqe_t rw;
+    sv_rwqe_t rw, *head;
     sv_rq_t *rq;
     int64_t cap;
 
@@ -403,17 +403,17 @@ static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
         if (rq == NULL) {
             return sv_net_refuse(p, h, IBV_WC_RETRY_EXC_ERR);
         }
-        sv_lock(&rq->lock);
+        sv_lock(&rq->ring.cons_lock);
         /* the owner destroys a QP or SRQ under this lock: re-check */
         if (!sv_net_qp_ready(peer, h) || !SV_LOAD(&peer->in_use) ||
             (peer->srq && !SV_LOAD(&sv_g.shm->srqs[peer->srq - 1].in_use))) {
-            sv_unlock(&rq->lock);
+            sv_unlock(&rq->ring.cons_lock);
             return sv_net_refuse(p, h, IBV_WC_RETRY_EXC_ERR);
         }
-        if (rq->ring.cons != SV_LOAD(&rq->ring.prod)) {
+        if ((head = sv_rq_head(rq)) != NULL) {
             break;
         }
-        sv_unlock(&rq->lock);
+        sv_unlock(&rq->ring.cons_lock);
         if (rnr_left == 0 || sv_now_ns() >= hold_end) {
             return sv_net_refuse(p, h, IBV_WC_RNR_RETRY_EXC_ERR);
         }
@@ -426,13 +426,13 @@ static int sv_net_serve_recv(sv_net_peer_t *p, const sv_net_hdr_t *h,
     }
     /* the WQE is ours from here on: taken off the queue, and the lock
      * released before any data is read from the socket */
-    memcpy(&rw, sv_ring_entry(&rq->ring, rq->ring.cons), sizeof(rw));
+    sv_rwqe_copy(&rw, head);
     SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
     sv_rq_consumed(peer, rq);
     /* published under the lock that the owner takes to mark the QP gone:
      * a fence after that sees it (sv_net_resp_fence) */
     __atomic_store_n(&p->busy_qp, qp_idx, __ATOMIC_SEQ_CST);
-    sv_unlock(&rq->lock);
+    sv_unlock(&rq->ring.cons_lock);
     if (sv_net_qp_dying(qp_idx)) {
         /* being destroyed: its buffers and CQ are the owner's again */
         sv_net_busy_end(p);
@@ -627,7 +627,7 @@ static int sv_net_serve_ud(sv_net_peer_t *p, const sv_net_hdr_t *h)
     uint8_t data[SV_MTU];
     sv_qp_t *peer = sv_qp_by_qpn(h->dst_qpn);
     struct ibv_wc wc;
-    sv_rwqe_t rw;
+    sv_rwqe_t rw, *head;
     sv_rq_t *rq = NULL;
     size_t off;
     int64_t cap;
@@ -647,14 +647,14 @@ static int sv_net_serve_ud(sv_net_peer_t *p, const sv_net_hdr_t *h)
     if (rq == NULL) {
         return 0;
     }
-    sv_lock(&rq->lock);
-    if (rq->ring.cons == SV_LOAD(&rq->ring.prod) || !SV_LOAD(&peer->in_use) ||
+    sv_lock(&rq->ring.cons_lock);
+    if ((head = sv_rq_head(rq)) == NULL || !SV_LOAD(&peer->in_use) ||
         peer->qpn != h->dst_qpn ||
         (peer->srq && !SV_LOAD(&sv_g.shm->srqs[peer->srq - 1].in_use))) {
-        sv_unlock(&rq->lock);
+        sv_unlock(&rq->ring.cons_lock);
         return 0;
     }
-    memcpy(&rw, sv_ring_entry(&rq->ring, rq->ring.cons), sizeof(rw));
+    sv_rwqe_copy(&rw, head);
     memset(&wc, 0, sizeof(wc));
     wc.wr_id  = rw.wr_id;
     wc.opcode = IBV_WC_RECV;

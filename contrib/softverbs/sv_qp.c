@@ -13,6 +13,16 @@
 /* ---------------------------------------------------------------------- */
 /* receive queues (RQ of a QP, or an SRQ): owner-side posting */
 
+/* the ring of a receive queue that may hold max_wr WQEs (sv_rq_t) */
+static int sv_rq_init(sv_rq_t *rq, uint32_t max_wr)
+{
+    int ret = sv_ring_init(&rq->ring, 2 * max_wr, sizeof(sv_rwqe_t),
+                           sv_g.slot);
+
+    rq->cap = (ret == 0) ? rq->ring.size / 2 : 0;
+    return ret;
+}
+
 static int sv_rq_post(sv_rq_t *rq, pthread_spinlock_t *lock,
                       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
@@ -26,7 +36,7 @@ static int sv_rq_post(sv_rq_t *rq, pthread_spinlock_t *lock,
             ret = EINVAL;
             break;
         }
-        if (ring->prod - SV_LOAD(&ring->cons) >= ring->size) {
+        if (sv_ring_full(ring, rq->cap)) {
             ret = ENOMEM;
             break;
         }
@@ -36,13 +46,53 @@ static int sv_rq_post(sv_rq_t *rq, pthread_spinlock_t *lock,
         for (i = 0; i < wr->num_sge; ++i) {
             w->sge[i] = wr->sg_list[i];
         }
+        SV_STORE(&w->seq, sv_ring_seq(ring->prod));
+        /* prod itself is read only by the SRQ limit check */
         SV_STORE(&ring->prod, ring->prod + 1);
+        sv_prefetch_w(sv_ring_entry(ring, ring->prod + 1));
     }
     pthread_spin_unlock(lock);
     if (ret != 0) {
         *bad = wr;
     }
     return ret;
+}
+
+/* The posted WQE at cons (caller holds ring.cons_lock), or NULL when the
+ * queue is empty. Taking it is sv_rq_take(). */
+sv_rwqe_t *sv_rq_head(sv_rq_t *rq)
+{
+    sv_rwqe_t *w = sv_ring_entry(&rq->ring, rq->ring.cons);
+
+    return (SV_LOAD(&w->seq) == sv_ring_seq(rq->ring.cons)) ? w : NULL;
+}
+
+/* The owner polled n receive completions of its QP qpn: as many WQEs of
+ * its receive queue (or SRQ) are consumed (sv_ring_full). */
+void sv_rq_retired(uint32_t qpn, uint32_t n)
+{
+    sv_qp_t *q = sv_qp_by_qpn(qpn);
+    sv_rq_t *rq;
+
+    if ((q == NULL) || (q->owner != sv_g.slot) ||
+        ((rq = sv_peer_rq(q)) == NULL)) {
+        return;
+    }
+    __atomic_add_fetch(&rq->ring.retired, n, __ATOMIC_RELAXED);
+}
+
+/* A consumer's copy of a posted WQE: the header and the SGEs it has (the
+ * others are never read, and copying them would fetch lines for nothing).
+ * num_sge was checked when posted, and is clamped again here. */
+void sv_rwqe_copy(sv_rwqe_t *dst, const sv_rwqe_t *src)
+{
+    uint32_t n = src->num_sge;
+
+    if (n > SV_MAX_RECV_SGE) {
+        n = SV_MAX_RECV_SGE;
+    }
+    memcpy(dst, src, offsetof(sv_rwqe_t, sge) + n * sizeof(src->sge[0]));
+    dst->num_sge = n;
 }
 
 /* Complete every posted receive of the QP with WR_FLUSH_ERR. Any process
@@ -60,14 +110,13 @@ void sv_rq_flush(sv_qp_t *s)
     wc.status = IBV_WC_WR_FLUSH_ERR;
     wc.opcode = IBV_WC_RECV;
     wc.qp_num = s->qpn;
-    sv_lock(&rq->lock);
-    while (SV_LOAD(&s->in_use) && rq->ring.cons != SV_LOAD(&rq->ring.prod)) {
-        w = sv_ring_entry(&rq->ring, rq->ring.cons);
+    sv_lock(&rq->ring.cons_lock);
+    while (SV_LOAD(&s->in_use) && (w = sv_rq_head(rq)) != NULL) {
         wc.wr_id = w->wr_id;
         sv_cq_push(&sv_g.shm->cqs[s->rcq], &wc, 0);
         SV_STORE(&rq->ring.cons, rq->ring.cons + 1);
     }
-    sv_unlock(&rq->lock);
+    sv_unlock(&rq->ring.cons_lock);
 }
 
 /* Raise an async event on a QP of any process: a bit in the shared QP and
@@ -87,8 +136,8 @@ void sv_async_raise(uint32_t *bits, uint32_t bit, int owner, int fd,
     }
 }
 
-/* A consumer took a receive WQE (caller holds rq->lock): an SRQ below its
- * armed limit tells its owner once, and disarms. */
+/* A consumer took a receive WQE (caller holds ring.cons_lock): an SRQ below
+ * its armed limit tells its owner once, and disarms. */
 void sv_rq_consumed(sv_qp_t *peer, sv_rq_t *rq)
 {
     sv_srq_t *srq;
@@ -192,21 +241,19 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
     s->owner         = (uint16_t)sv_g.slot;
     s->pd            = ((sv_pd_t *)pd)->id;
     s->id            = sv_new_id();
-    s->rq.lock.owner = 0;
     s->rq.max_sge    = attr->attr.max_sge ? attr->attr.max_sge : 1;
     s->rq.limit      = attr->attr.srq_limit;
     s->async_bits    = 0;
     s->async_fd      = pd->context->async_fd;
     s->ctx_id        = sv_ctx(pd->context)->id;
-    ret = sv_ring_init(&s->rq.ring, attr->attr.max_wr, sizeof(sv_rwqe_t),
-                       sv_g.slot);
+    ret = sv_rq_init(&s->rq, attr->attr.max_wr);
     if (ret != 0) {
         SV_STORE(&s->in_use, 0);
         free(srq);
         errno = ret;
         return NULL;
     }
-    attr->attr.max_wr  = s->rq.ring.size;
+    attr->attr.max_wr  = s->rq.cap;
     attr->attr.max_sge = s->rq.max_sge;
 
     srq->idx = idx;
@@ -247,7 +294,7 @@ SV_EXPORT int ibv_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
 {
     sv_srq_priv_t *srq = (sv_srq_priv_t *)ibsrq;
 
-    attr->max_wr    = srq->s->rq.ring.size;
+    attr->max_wr    = srq->s->rq.cap;
     attr->max_sge   = srq->s->rq.max_sge;
     attr->srq_limit = srq->s->rq.limit;
     return 0;
@@ -266,9 +313,9 @@ SV_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
         }
     }
     pthread_mutex_unlock(&ctx->async_lock);
-    sv_lock(&srq->s->rq.lock);
+    sv_lock(&srq->s->rq.ring.cons_lock);
     SV_STORE(&srq->s->in_use, 0);
-    sv_unlock(&srq->s->rq.lock);
+    sv_unlock(&srq->s->rq.ring.cons_lock);
     sv_ring_fini(&srq->s->rq.ring);
     free(srq);
     return 0;
@@ -348,12 +395,11 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
     s->async_bits    = 0;
     s->async_fd      = pd->context->async_fd;
     s->ctx_id        = sv_ctx(pd->context)->id;
-    s->rq.lock.owner = 0;
     s->rq.max_sge    = attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1;
     s->rq.ring.off   = 0;
+    s->rq.cap        = 0;
     if (attr->srq == NULL) {
-        ret = sv_ring_init(&s->rq.ring, attr->cap.max_recv_wr ?: 1,
-                           sizeof(sv_rwqe_t), sv_g.slot);
+        ret = sv_rq_init(&s->rq, attr->cap.max_recv_wr ?: 1);
         if (ret != 0) {
             SV_STORE(&s->in_use, 0);
             free(qp->sq);
@@ -395,7 +441,7 @@ SV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 
     /* report what we give */
     attr->cap.max_send_wr  = qp->sq_max;
-    attr->cap.max_recv_wr  = attr->srq ? 0 : s->rq.ring.size;
+    attr->cap.max_recv_wr  = attr->srq ? 0 : s->rq.cap;
     attr->cap.max_send_sge = qp->max_send_sge;
     attr->cap.max_recv_sge = s->rq.max_sge;
     pthread_mutex_lock(&qp->ctx->async_lock);
@@ -535,9 +581,15 @@ SV_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
         SV_STORE(&qp->s->async_bits, 0);
         SV_STORE(&qp->busy, 0);
         if (qp->srq == NULL) {
-            sv_lock(&qp->s->rq.lock);
-            SV_STORE(&qp->s->rq.ring.cons, SV_LOAD(&qp->s->rq.ring.prod));
-            sv_unlock(&qp->s->rq.lock);
+            sv_ring_t *ring = &qp->s->rq.ring;
+
+            /* the owner is the only producer: prod is stable here. The
+             * dropped WQEs get no completion: they count as retired */
+            sv_lock(&ring->cons_lock);
+            __atomic_add_fetch(&ring->retired, ring->prod - ring->cons,
+                               __ATOMIC_RELAXED);
+            SV_STORE(&ring->cons, ring->prod);
+            sv_unlock(&ring->cons_lock);
         }
         return 0;
     }
@@ -562,7 +614,7 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
     a->dest_qp_num        = qp->s->dest_qpn;
     a->qp_access_flags    = (int)qp->s->access;
     a->cap.max_send_wr    = qp->sq_max;
-    a->cap.max_recv_wr    = qp->srq ? 0 : qp->s->rq.ring.size;
+    a->cap.max_recv_wr    = qp->srq ? 0 : qp->s->rq.cap;
     a->cap.max_send_sge   = qp->max_send_sge;
     a->cap.max_recv_sge   = qp->s->rq.max_sge;
     a->cap.max_inline_data = qp->max_inline;
@@ -617,10 +669,10 @@ SV_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
     if (sv_net_enabled()) {
         sv_net_qp_remove(qp);
     }
-    sv_lock(&qp->s->rq.lock);
+    sv_lock(&qp->s->rq.ring.cons_lock);
     SV_STORE(&qp->s->state, IBV_QPS_RESET);
     SV_STORE(&qp->s->in_use, 0);
-    sv_unlock(&qp->s->rq.lock);
+    sv_unlock(&qp->s->rq.ring.cons_lock);
     if (qp->srq == NULL) {
         sv_ring_fini(&qp->s->rq.ring);
     }

@@ -11,7 +11,11 @@
  *           network, with no copy and no ring, would cost at least).
  * Prints "notify SIZE write_us wimm_us", half round trips, medians.
  *
- *   verbs-notify-lat [-n iterations]
+ *   verbs-notify-lat [-n iterations] [-s size] [-o write|wimm]
+ *
+ * -s runs one size (default: 8, 512, 4096, 16384 and 65536 bytes), -o one
+ * of the two operations (the other's column then reads 0), e.g. to trace
+ * it alone (bench/softverbs-stages.sh).
  */
 #include "bench_util.h"
 #include "sv_rc_connect.h"
@@ -186,19 +190,40 @@ static double pingpong(int rank, size_t size, int with_imm, int iters,
 
 int main(int argc, char **argv)
 {
-    static const size_t sizes[] = {8, 512, 4096, 16384, 65536};
+    static size_t sizes[] = {8, 512, 4096, 16384, 65536};
     int iters = 2000, p2c[2], c2p[2], rank, rfd, wfd, c, status;
+    int do_write = 1, do_wimm = 1;
+    unsigned i, nsizes = sizeof(sizes) / sizeof(sizes[0]);
     double write_us, wimm_us, *samples;
-    unsigned i;
     char sync = 0;
+    long size;
     pid_t pid;
 
-    while ((c = getopt(argc, argv, "n:")) != -1) {
-        if (c != 'n') {
-            fprintf(stderr, "usage: %s [-n iterations]\n", argv[0]);
+    while ((c = getopt(argc, argv, "n:s:o:")) != -1) {
+        switch (c) {
+        case 'n':
+            iters = atoi(optarg);
+            break;
+        case 's':
+            size = atol(optarg);
+            if ((size < 1) || (size > MAX_SIZE)) {
+                die("-s (1..65536)");
+            }
+            sizes[0] = (size_t)size;
+            nsizes   = 1;
+            break;
+        case 'o':
+            do_write = !strcmp(optarg, "write");
+            do_wimm  = !strcmp(optarg, "wimm");
+            if (!do_write && !do_wimm) {
+                die("-o (write or wimm)");
+            }
+            break;
+        default:
+            fprintf(stderr, "usage: %s [-n iterations] [-s size] "
+                    "[-o write|wimm]\n", argv[0]);
             return 2;
         }
-        iters = atoi(optarg);
     }
     samples = calloc((iters > 0) ? iters : 1, sizeof(*samples));
     if ((iters < 1) || (samples == NULL) || pipe(p2c) || pipe(c2p)) {
@@ -213,15 +238,15 @@ int main(int argc, char **argv)
     close(rank ? p2c[1] : c2p[1]);
     close(rank ? c2p[0] : p2c[0]);
     setup(rfd, wfd);
-    for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+    for (i = 0; i < nsizes; ++i) {
         /* the flag byte is clear on both sides before each series */
         rbuf[sizes[i] - 1] = 0;
         xfer(wfd, &sync, 1, 1);
         xfer(rfd, &sync, 1, 0);
-        write_us = pingpong(rank, sizes[i], 0, iters, samples);
+        write_us = do_write ? pingpong(rank, sizes[i], 0, iters, samples) : 0;
         xfer(wfd, &sync, 1, 1);
         xfer(rfd, &sync, 1, 0);
-        wimm_us = pingpong(rank, sizes[i], 1, iters, samples);
+        wimm_us = do_wimm ? pingpong(rank, sizes[i], 1, iters, samples) : 0;
         if (rank) {
             printf("notify %zu %.3f %.3f\n", sizes[i], write_us, wimm_us);
             fflush(stdout);

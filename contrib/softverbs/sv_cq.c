@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "sv.h"
+#include "sv_trace.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -148,6 +149,7 @@ void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited)
     e = sv_ring_entry(ring, ring->prod);
     memcpy(&e->wc, wc, sizeof(*wc));
     SV_STORE(&e->seq, sv_ring_seq(ring->prod));
+    SV_TRACE(SV_T_CQE);
     ring->prod++;
 
     /* The application arms (a locked CAS), then polls the ring; we publish
@@ -191,6 +193,7 @@ int sv_op_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
     }
     if (n > 0) {
         SV_STORE(&ring->cons, cons);
+        SV_TRACE(SV_T_POLL_HIT);
     }
     pthread_spin_unlock(&cq->poll_lock);
     for (i = 0; i < n; ++i) {

@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "sv.h"
+#include "sv_trace.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -173,8 +174,10 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
         l  = split;
     }
     while (total > 0) {
+        SV_TRACE(SV_T_XFER);
         n = to_remote ? process_vm_writev(pid, l, ln, r, rn, 0) :
                         process_vm_readv(pid, l, ln, r, rn, 0);
+        SV_TRACE(SV_T_XFER_DONE);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -575,6 +578,7 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
         return sv_rnr(qp, w, peer);
     }
     sv_rwqe_copy(&rw, head);
+    SV_TRACE(SV_T_RQ_TAKEN);
 
     memset(&wc, 0, sizeof(wc));
     wc.wr_id  = rw.wr_id;
@@ -707,6 +711,7 @@ static int sv_exec(sv_qp_priv_t *qp, sv_swqe_t *w)
     uint32_t access = 0;
     int ln;
 
+    SV_TRACE(SV_T_EXEC);
     if (w->opcode == IBV_WR_RDMA_READ ||
         w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
         w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "sv.h"
+#include "sv_trace.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -181,6 +182,7 @@ int sv_op_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
     sv_qp_priv_t *qp = (sv_qp_priv_t *)ibqp;
     int ret;
 
+    SV_TRACE(SV_T_POST_RECV);
     if (qp->srq != NULL) {
         *bad = wr;
         return EINVAL;
@@ -190,6 +192,7 @@ int sv_op_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
         qp->ibqp.state = IBV_QPS_ERR;
         sv_rq_flush(qp->s);
     }
+    SV_TRACE(SV_T_POST_RECV_RET);
     return ret;
 }
 
@@ -768,6 +771,7 @@ int sv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
     uint32_t state = SV_LOAD(&qp->s->state);
     int ret = 0;
 
+    SV_TRACE(SV_T_POST_SEND);
     if (state != IBV_QPS_RTS && state != IBV_QPS_ERR) {
         *bad = wr;
         return EINVAL;
@@ -792,5 +796,6 @@ int sv_op_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
         *bad = wr;
     }
     sv_qp_progress(qp, SV_EXEC_POSTER, NULL);
+    SV_TRACE(SV_T_POST_SEND_RET);
     return ret;
 }

@@ -182,6 +182,13 @@ int sv_op_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
     sv_cqe_t *e;
     int n, i;
 
+    /* an empty CQ is told without the lock (a poller spins on this): the
+     * entry at cons, read unlocked, may be stale, but then it is there */
+    cons = SV_LOAD_RELAXED(&ring->cons);
+    if (SV_LOAD(&cq->ents[cons & cq->mask].seq) != sv_ring_seq(cons)) {
+        n = 0;
+        goto out;
+    }
     pthread_spin_lock(&cq->poll_lock);
     cons = ring->cons;
     for (n = 0; n < num_entries; ++n, ++cons) {
@@ -201,6 +208,7 @@ int sv_op_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
             sv_rq_retired(wc[i].qp_num, 1);
         }
     }
+out:
     if (n == 0 && sv_g.cfg.engine_help) {
         sv_engine_help(cq);
     }

@@ -12,15 +12,23 @@
  * Prints "notify SIZE write_us wimm_us", half round trips, medians.
  *
  *   verbs-notify-lat [-n iterations] [-s size] [-o write|wimm]
+ *                    [-H netns-path,address]
  *
  * -s runs one size (default: 8, 512, 4096, 16384 and 65536 bytes), -o one
  * of the two operations (the other's column then reads 0), e.g. to trace
- * it alone (bench/softverbs-stages.sh).
+ * it alone (bench/softverbs-stages.sh). -H puts the second process on
+ * another host: it enters that network namespace (root) and sets
+ * SOFTVERBS_NET to the address before its first verbs call
+ * (softverbs-netns.sh builds such hosts; run the program itself on the
+ * other one).
  */
+#define _GNU_SOURCE
 #include "bench_util.h"
 #include "sv_rc_connect.h"
 
 #include <infiniband/verbs.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,14 +200,15 @@ int main(int argc, char **argv)
 {
     static size_t sizes[] = {8, 512, 4096, 16384, 65536};
     int iters = 2000, p2c[2], c2p[2], rank, rfd, wfd, c, status;
-    int do_write = 1, do_wimm = 1;
+    int do_write = 1, do_wimm = 1, nsfd;
+    char *host = NULL, *addr;
     unsigned i, nsizes = sizeof(sizes) / sizeof(sizes[0]);
     double write_us, wimm_us, *samples;
     char sync = 0;
     long size;
     pid_t pid;
 
-    while ((c = getopt(argc, argv, "n:s:o:")) != -1) {
+    while ((c = getopt(argc, argv, "n:s:o:H:")) != -1) {
         switch (c) {
         case 'n':
             iters = atoi(optarg);
@@ -219,9 +228,12 @@ int main(int argc, char **argv)
                 die("-o (write or wimm)");
             }
             break;
+        case 'H':
+            host = optarg;
+            break;
         default:
             fprintf(stderr, "usage: %s [-n iterations] [-s size] "
-                    "[-o write|wimm]\n", argv[0]);
+                    "[-o write|wimm] [-H netns-path,address]\n", argv[0]);
             return 2;
         }
     }
@@ -237,6 +249,19 @@ int main(int argc, char **argv)
     /* only the peer's ends stay open: a peer that dies ends our reads */
     close(rank ? p2c[1] : c2p[1]);
     close(rank ? c2p[0] : p2c[0]);
+    if (rank && (host != NULL)) {
+        addr = strchr(host, ',');
+        if (addr == NULL) {
+            die("-H (netns-path,address)");
+        }
+        *addr++ = '\0';
+        nsfd     = open(host, O_RDONLY);
+        if ((nsfd < 0) || (setns(nsfd, CLONE_NEWNET) != 0)) {
+            die("setns");
+        }
+        close(nsfd);
+        setenv("SOFTVERBS_NET", addr, 1);
+    }
     setup(rfd, wfd);
     for (i = 0; i < nsizes; ++i) {
         /* the flag byte is clear on both sides before each series */

@@ -1,7 +1,8 @@
 #!/bin/bash
 #
 # softverbs-check.sh: run the third-party acceptance programs over softverbs
-# (server and client on 127.0.0.1) and print one PASS/FAIL line each.
+# (server and client on 127.0.0.1) and print one PASS/FAIL line each: the
+# verbs tools, perftest, UCX, and rdmacm-utils' rdma_cm programs.
 # With --hosts, the server runs on one host and the client on another: two
 # network namespaces made by softverbs-netns.sh (needs root), so everything
 # goes over softverbs' network data path.
@@ -133,6 +134,46 @@ for tls in $tls_list; do
     ucp $tls -t ucp_put_bw -s 1048576 -n 1000
     ucp $tls -t ucp_get -s 1048576 -n 1000
 done
+
+# rdma_cm (sv_cm.c): rdmacm-utils' programs connect by address; each
+# server takes one client and ends
+cmpair() {  # cmpair NAME PASS_REGEX SERVER... -- CLIENT... (-p PORT added)
+    local name=$1 want=$2 srv_out cli_out spid rc s=() c=() p=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do s+=("$1"); shift; done
+    shift
+    c=("$@")
+    port=$((port + 1))
+    # udaddy takes no port (its -p is the port space): its own, 7174
+    [ "${s[0]}" = udaddy ] || p=(-p $port)
+    srv_out=$(mktemp)
+    cli_out=$(mktemp)
+    "${srv[@]}" timeout 60 "${s[@]}" "${p[@]}" >"$srv_out" 2>&1 &
+    spid=$!
+    sleep 0.7
+    "${cli[@]}" timeout 60 "${c[@]}" "${p[@]}" >"$cli_out" 2>&1
+    rc=$?
+    wait $spid || rc=1
+    grep -Eq "$want" "$cli_out" || rc=1
+    report $rc "$name" "$(grep -E "$want" "$cli_out" | tail -n 1)"
+    rm -f "$srv_out" "$cli_out"
+}
+if command -v rping >/dev/null; then
+    cmpair "rping -C 1000 -V" "rdma-ping-999:" rping -s -a "$addr" -C 1000 -- \
+        rping -c -a "$addr" -C 1000 -V -v
+    cmpair "ucmatose (4 connections)" "test complete" ucmatose -c 4 -C 100 -- \
+        ucmatose -s "$addr" -c 4 -C 100
+    cmpair "udaddy (4 connections)" "test complete" udaddy -c 4 -C 100 -- \
+        udaddy -s "$addr" -c 4 -C 100
+    cmpair "rdma_server / rdma_client" "end 0" rdma_server -- \
+        rdma_client -s "$addr"
+    port=$((port + 1))
+    out=$("${cli[@]}" timeout 20 rping -c -a "$addr" -p $port -C 1 2>&1)
+    echo "$out" | grep -q "RDMA_CM_EVENT_REJECTED, error 8"
+    report $? "rping to a port nobody listens on" "$(echo "$out" | tail -n 1)"
+else
+    echo "SKIP  rdma_cm programs: rdmacm-utils is not installed"
+fi
 
 echo "$fails failed"
 [ $fails -eq 0 ]

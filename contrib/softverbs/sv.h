@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SV_SHM_VERSION    7   /* bump with every layout change */
+#define SV_SHM_VERSION    8   /* bump with every layout change */
 #define SV_SHM_MAGIC      0x73666f7476726273ULL
 #define SV_MAX_DEVS       4
 #define SV_MAX_PROCS      512
@@ -252,6 +252,32 @@ typedef struct {
 #define SV_ASYNC_LAST_WQE   4u   /* IBV_EVENT_QP_LAST_WQE_REACHED */
 #define SV_ASYNC_SRQ_LIMIT  8u   /* IBV_EVENT_SRQ_LIMIT_REACHED (sv_srq_t) */
 
+/* rdma_cm (sv_cm.h): a bound port of this host, the port space that the
+ * kernel's rdma_cm keeps per host */
+#define SV_CM_MAX_PORTS 4096
+typedef struct {
+    uint32_t in_use;
+    uint16_t owner;        /* process slot */
+    uint16_t ps;           /* enum rdma_port_space */
+    uint16_t port;         /* host order */
+    uint8_t  listening;
+    uint8_t  reuse;        /* RDMA_OPTION_ID_REUSEADDR */
+    uint32_t addr;         /* IPv4, network order; 0: any */
+    uint32_t gen;          /* the owner slot's generation */
+    uint64_t id;           /* the owner's id cookie */
+} sv_cm_port_t;
+
+/* a process's rdma_cm mailbox: messages from processes of this host (and
+ * from other hosts, through the process that took them off the wire) */
+typedef struct {
+    uint32_t  pid;         /* the owner, 0: none */
+    uint32_t  gen;         /* the owner slot's generation */
+    int32_t   fd;          /* the owner's eventfd, raised per message */
+    uint32_t  reserved;
+    uint64_t  fd_id;       /* for sv_remote_fd() */
+    sv_ring_t ring;        /* of sv_cm_msg_t; producers take prod_lock */
+} sv_cm_box_t;
+
 #define SV_NCLASS 40
 
 typedef struct {
@@ -269,6 +295,9 @@ typedef struct {
     sv_qp_t         qps[SV_MAX_QP];
     sv_cq_t         cqs[SV_MAX_CQ];
     sv_srq_t        srqs[SV_MAX_SRQ];
+    sv_cm_box_t     cm_boxes[SV_MAX_PROCS];
+    sv_cm_port_t    cm_ports[SV_CM_MAX_PORTS];
+    uint32_t        cm_next_port;
 } sv_shm_t;
 
 /* ------------------------------------------------------------------------
@@ -307,6 +336,9 @@ typedef struct {
     uint32_t    net_addr[SV_MAX_DEVS];
     unsigned    net_port;         /* process slot s listens on net_port + s */
     unsigned    net_spin_us;      /* net threads poll this long, then block */
+    /* rdma_cm (sv_cm.h) */
+    unsigned    cm_port;          /* the host's CM port (other hosts) */
+    unsigned    cm_timeout_ms;    /* a connection request's answer */
 } sv_config_t;
 
 /* ------------------------------------------------------------------------

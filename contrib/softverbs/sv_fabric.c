@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "sv.h"
+#include "sv_cm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -147,6 +148,16 @@ void sv_config_load(sv_config_t *cfg)
     cfg->link_gbps   = sv_env_double("SOFTVERBS_LINK_GBPS", 0);
     cfg->link_lat_us = sv_env_double("SOFTVERBS_LINK_LAT_US", 0);
     cfg->create_dev_node = (int)sv_env_double("SOFTVERBS_DEV_NODE", 1);
+    cfg->cm_port = (unsigned)sv_env_double("SOFTVERBS_CM_PORT",
+                                           SV_CM_PORT_DEFAULT);
+    if ((cfg->cm_port == 0) || (cfg->cm_port > 65535)) {
+        cfg->cm_port = SV_CM_PORT_DEFAULT;
+    }
+    cfg->cm_timeout_ms = (unsigned)sv_env_double("SOFTVERBS_CM_TIMEOUT_MS",
+                                                 4000);
+    if ((cfg->cm_timeout_ms == 0) || (cfg->cm_timeout_ms > 3600000)) {
+        cfg->cm_timeout_ms = 4000;
+    }
     s = getenv("SOFTVERBS_LOOPBACK");
     cfg->loopback_kernel = !(s && !strcmp(s, "memcpy"));
 
@@ -436,6 +447,8 @@ static void sv_reclaim_slot(int slot)
             sv_heap_free(shm->srqs[i].rq.ring.off);
         }
     }
+    sv_cm_ports_reclaim(slot);
+    sv_cm_boxes_reclaim(slot);
     shm->procs[slot].pid = 0;
 }
 
@@ -650,6 +663,7 @@ static void sv_atfork_child(void)
     sv_g.pinned = 0;
     sv_engine_atfork_child();
     sv_net_atfork_child();
+    sv_cm_atfork_child();
 }
 
 int sv_init(void)

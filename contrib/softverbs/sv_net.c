@@ -682,9 +682,13 @@ static void *sv_net_reader(void *arg)
 }
 
 /* The initiator's half of the handshake (sv_net.h) on a connected
- * socket: 0, or -1 with the reason told (a few times). */
-static int sv_net_handshake(int fd, int dev, uint32_t lid, uint32_t qpn,
-                            uint32_t ip, uint16_t port, uint64_t timeout_ns)
+ * socket, to process dst_slot of the host of 'lid' (SV_NET_SLOT_CM: the
+ * host's connection manager); gen goes in the HELLO, the responder's
+ * CHALLENGE comes back in *ch_out (may be NULL): 0, or -1 with the reason
+ * told (a few times). */
+int sv_net_handshake(int fd, int dev, uint32_t lid, uint16_t dst_slot,
+                     uint32_t gen, uint32_t ip, uint16_t port,
+                     uint64_t timeout_ns, sv_net_auth_t *ch_out)
 {
     static unsigned nlog;
     uint64_t deadline = sv_now_ns() + timeout_ns;
@@ -701,7 +705,8 @@ static int sv_net_handshake(int fd, int dev, uint32_t lid, uint32_t qpn,
     hello.lid      = sv_port_lid(dev);
     hello.slot     = (uint16_t)sv_g.slot;
     hello.dst_lid  = (uint16_t)lid;
-    hello.dst_slot = (uint16_t)(qpn >> SV_QPN_SLOT_SHIFT);
+    hello.dst_slot = dst_slot;
+    hello.reserved = gen;
     if (sv_auth_random(hello.nonce, sizeof(hello.nonce)) != 0) {
         why = "no random numbers";
         goto fail;
@@ -721,6 +726,9 @@ static int sv_net_handshake(int fd, int dev, uint32_t lid, uint32_t qpn,
         why = "failed to authenticate (another user, or another "
               "SOFTVERBS_NET secret)";
         goto fail;
+    }
+    if (ch_out != NULL) {
+        *ch_out = ch;
     }
     memset(&auth, 0, sizeof(auth));
     auth.magic   = SV_NET_MAGIC;
@@ -804,8 +812,8 @@ static sv_net_conn_t *sv_net_conn_get(int dev, uint32_t lid, uint32_t qpn,
     fcntl(fd, F_SETFL, flags);
     sv_net_tune_fd(fd, 0);
     /* the responder gives a handshake SV_NET_HANDSHAKE_NS */
-    if (sv_net_handshake(fd, dev, lid, qpn, ip, port, SV_NET_HANDSHAKE_NS) !=
-        0) {
+    if (sv_net_handshake(fd, dev, lid, (uint16_t)(qpn >> SV_QPN_SLOT_SHIFT),
+                         0, ip, port, SV_NET_HANDSHAKE_NS, NULL) != 0) {
         close(fd);
         goto out;
     }

@@ -134,6 +134,17 @@ void sv_net_auth_mac(int responder, const sv_net_auth_t *hello,
 void sv_net_log_limited(unsigned *count, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* the handshake's two halves (sv_net.c, sv_net_resp.c), shared with the
+ * connection manager's transport (sv_cm_agent.c), which connects to
+ * SV_NET_SLOT_CM; the HELLO's and CHALLENGE's 'reserved' carry the slot
+ * generation of each end there */
+#define SV_NET_SLOT_CM 0xffff
+int sv_net_handshake(int fd, int dev, uint32_t lid, uint16_t dst_slot,
+                     uint32_t gen, uint32_t ip, uint16_t port,
+                     uint64_t timeout_ns, sv_net_auth_t *ch_out);
+int sv_net_handshake_accept(int fd, uint32_t ip, uint16_t want_slot,
+                            uint32_t gen, sv_net_auth_t *hello_out);
+
 /* the responder's limits, from the environment (sv_net_config) */
 typedef struct {
     unsigned max_conns; /* connections served at once */

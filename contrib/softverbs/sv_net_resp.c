@@ -688,20 +688,24 @@ static int sv_net_serve_ud(sv_net_peer_t *p, const sv_net_hdr_t *h)
 /* ---------------------------------------------------------------------- */
 /* connections */
 
-/* The responder's half of the handshake (sv_net.h). 0: the initiator is
- * who it says, from where its LID says, and holds our secret. */
-static int sv_net_accept_handshake(sv_net_peer_t *p)
+/* The responder's half of the handshake (sv_net.h) on the connection fd
+ * from address ip, for process want_slot of this host (SV_NET_SLOT_CM: its
+ * connection manager); our slot and gen go in the CHALLENGE. 0 and the
+ * HELLO in *hello_out: the initiator is who it says, from where its LID
+ * says, and holds our secret. */
+int sv_net_handshake_accept(int fd, uint32_t ip, uint16_t want_slot,
+                            uint32_t gen, sv_net_auth_t *hello_out)
 {
     uint64_t deadline = sv_now_ns() + SV_NET_HANDSHAKE_NS;
     struct sockaddr_in local;
     socklen_t len = sizeof(local);
     sv_net_auth_t hello, ch, auth;
-    struct in_addr in = {p->ip};
+    struct in_addr in = {ip};
     uint8_t mac[32];
     struct iovec iov;
     uint32_t want;
 
-    if (sv_net_recv_until(p->fd, &hello, sizeof(hello), deadline) != 0) {
+    if (sv_net_recv_until(fd, &hello, sizeof(hello), deadline) != 0) {
         return -1; /* a scan, or an old softverbs: not worth a message */
     }
     if (hello.magic != SV_NET_MAGIC || hello.kind != SV_NET_HELLO ||
@@ -712,14 +716,14 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
                            inet_ntoa(in), SV_NET_VERSION);
         return -1;
     }
-    if (getsockname(p->fd, (struct sockaddr *)&local, &len) != 0) {
+    if (getsockname(fd, (struct sockaddr *)&local, &len) != 0) {
         return -1;
     }
     /* the address that the initiator's LID names (the subnet manager
      * rule, sv_net.c): the /16 of the address it reached us on */
     want = htonl((ntohl(local.sin_addr.s_addr) & 0xffff0000u) | hello.lid);
-    if (hello.lid == 0 || hello.lid >= 0xc000 || want != p->ip ||
-        hello.dst_slot != sv_g.slot || hello.slot >= SV_MAX_PROCS ||
+    if (hello.lid == 0 || hello.lid >= 0xc000 || want != ip ||
+        hello.dst_slot != want_slot || hello.slot >= SV_MAX_PROCS ||
         hello.dst_lid != (ntohl(local.sin_addr.s_addr) & 0xffff)) {
         sv_net_log_limited(&sv_resp.log_auth,
                            "refused a connection from "
@@ -734,14 +738,16 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
     ch.magic   = SV_NET_MAGIC;
     ch.kind    = SV_NET_CHALLENGE;
     ch.version = SV_NET_VERSION;
+    ch.slot     = (uint16_t)sv_g.slot;
+    ch.reserved = gen;
     if (sv_auth_random(ch.nonce, sizeof(ch.nonce)) != 0) {
         return -1;
     }
     sv_net_auth_mac(1, &hello, ch.nonce, ch.mac);
     iov.iov_base = &ch;
     iov.iov_len  = sizeof(ch);
-    if (sv_net_send_iov(p->fd, &iov, 1) != 0 ||
-        sv_net_recv_until(p->fd, &auth, sizeof(auth), deadline) != 0) {
+    if (sv_net_send_iov(fd, &iov, 1) != 0 ||
+        sv_net_recv_until(fd, &auth, sizeof(auth), deadline) != 0) {
         return -1; /* an initiator that does not know us gives up here */
     }
     sv_net_auth_mac(0, &hello, ch.nonce, mac);
@@ -759,7 +765,19 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
     ch.version   = SV_NET_VERSION;
     iov.iov_base = &ch;
     iov.iov_len  = sizeof(ch);
-    if (sv_net_send_iov(p->fd, &iov, 1) != 0) {
+    if (sv_net_send_iov(fd, &iov, 1) != 0) {
+        return -1;
+    }
+    *hello_out = hello;
+    return 0;
+}
+
+static int sv_net_accept_handshake(sv_net_peer_t *p)
+{
+    sv_net_auth_t hello;
+
+    if (sv_net_handshake_accept(p->fd, p->ip, (uint16_t)sv_g.slot, 0,
+                                &hello) != 0) {
         return -1;
     }
     p->lid  = hello.lid;

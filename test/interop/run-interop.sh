@@ -8,6 +8,8 @@
 #       mpich      MPICH (ch4:ucx): mpi_p2p and mpi_rma
 #       hpcc       HPCC under Open MPI, small input, Success=1
 #       ucp-cs     UCX's ucp_client_server example (tag, am, stream)
+#       ucp-cs-rdmacm  the same, connecting through rdma_cm alone
+#                  (UCX_SOCKADDR_TLS_PRIORITY=rdmacm: softverbs' rdma_cm)
 #       ucp-hello  UCX's ucp_hello_world example
 # TLS:  a UCX_TLS value (hcr, rc_v, tcp)
 #
@@ -152,7 +154,9 @@ run_hpcc() {
     fi
 }
 
-# start a server in the background on a free port; sets server_pid, port
+# start a server in the background on a free port; sets server_pid, port.
+# A server that listens through rdma_cm alone has no TCP socket to see: it
+# is ready when it says so
 start_server() {
     local try
     for try in 1 2 3 4 5; do
@@ -160,7 +164,10 @@ start_server() {
         timeout -k 5 "$limit" "$@" -p "$port" > "$work/server.$port.log" 2>&1 &
         server_pid=$!
         for _ in $(seq 50); do
-            if ss -ltn 2>/dev/null | grep -q ":$port "; then
+            if [ "${UCX_SOCKADDR_TLS_PRIORITY:-}" = rdmacm ]; then
+                grep -q "Waiting for connection" "$work/server.$port.log" &&
+                    return 0
+            elif ss -ltn 2>/dev/null | grep -q ":$port "; then
                 return 0
             fi
             kill -0 "$server_pid" 2>/dev/null || break
@@ -215,7 +222,7 @@ run_ucp_example() {
                 echo "$name -c $mode over $tls: passed"
             fi
         done
-        record "ucp_client_server" "$ver" 2 \
+        record "ucp_client_server${cm_label:-}" "$ver" 2 \
             "connect by socket address, tag, am and stream of 100 kB" \
             "$([ $status = 0 ] && echo PASS || echo FAIL)"
     else
@@ -243,6 +250,10 @@ case $cell in
 ompi|mpich) run_mpi "$cell" ;;
 hpcc)       run_hpcc ;;
 ucp-cs)     run_ucp_example ucp_client_server ;;
+ucp-cs-rdmacm)
+    export UCX_SOCKADDR_TLS_PRIORITY=rdmacm
+    cm_label=" (rdma_cm)"
+    run_ucp_example ucp_client_server ;;
 ucp-hello)  run_ucp_example ucp_hello_world ;;
 *)          echo "unknown cell '$cell'"; exit 2 ;;
 esac

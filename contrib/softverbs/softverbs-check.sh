@@ -175,5 +175,38 @@ else
     echo "SKIP  rdma_cm programs: rdmacm-utils is not installed"
 fi
 
+# UCX's rdmacm component: its client-server example connecting by socket
+# address through rdma_cm alone
+ex=${UCX_PREFIX:-$(dirname "$(command -v ucx_info)")/..}/share/ucx/examples
+if [ -f "$ex/ucp_client_server.c" ] && command -v cc >/dev/null; then
+    bin=$(mktemp -d)
+    if cc -O2 -o "$bin/ucs" "$ex/ucp_client_server.c" -I"$ex/../../../include" \
+          -L"$ex/../../../lib" -Wl,-rpath,"$ex/../../../lib" -lucp -luct -lucs \
+          2>/dev/null; then
+        for tls in hcr rc_v; do
+            port=$((port + 1))
+            "${srv[@]}" env UCX_TLS=$tls UCX_SOCKADDR_TLS_PRIORITY=rdmacm \
+                timeout 60 stdbuf -o0 "$bin/ucs" -c tag -s 100000 -p $port \
+                >"$bin/srv" 2>&1 &
+            spid=$!
+            for _ in $(seq 100); do
+                grep -q "Waiting for connection" "$bin/srv" && break
+                sleep 0.1
+            done
+            "${cli[@]}" env UCX_TLS=$tls UCX_SOCKADDR_TLS_PRIORITY=rdmacm \
+                timeout 60 "$bin/ucs" -c tag -s 100000 -a "$addr" -p $port \
+                >"$bin/cli" 2>&1
+            rc=$?
+            sleep 0.5
+            kill $spid 2>/dev/null   # it waits for the next client forever
+            wait $spid 2>/dev/null
+            grep -q "ABCDEFGHIJKLMNOPQRSTUVWXYZ" "$bin/srv" || rc=1
+            report $rc "ucp_client_server UCX_TLS=$tls over rdma_cm" \
+                "$(grep -c . "$bin/srv") lines from the server"
+        done
+    fi
+    rm -rf "$bin"
+fi
+
 echo "$fails failed"
 [ $fails -eq 0 ]

@@ -10,6 +10,11 @@ PKGS=(
     # verbs: headers and libraries UCX builds against, plus third-party tools
     # that softverbs is checked with
     libibverbs-dev librdmacm-dev ibverbs-utils perftest
+    # rdma_cm programs that softverbs' connection manager is checked with
+    # (rping, ucmatose, udaddy, rdma_server/rdma_client)
+    rdmacm-utils
+    # per-stage profiles of softverbs (bench/softverbs-stages.sh and perf)
+    linux-perf
     # UCX build dependencies
     libnuma-dev
     # tests and benchmarks

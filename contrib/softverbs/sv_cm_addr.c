@@ -307,6 +307,50 @@ SV_EXPORT void rdma_freeaddrinfo(struct rdma_addrinfo *res)
     }
 }
 
+/* no name and no service: the result is the hints' own addresses, as
+ * librdmacm gives them back (libfabric's verbs provider asks this way); a
+ * passive one without an address listens on every address */
+static int sv_cm_addrinfo_hints(const struct rdma_addrinfo *hints,
+                                struct rdma_addrinfo **res)
+{
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    struct rdma_addrinfo *r;
+
+    if ((hints == NULL) ||
+        ((hints->ai_src_addr != NULL) &&
+         (hints->ai_src_addr->sa_family != AF_INET)) ||
+        ((hints->ai_dst_addr != NULL) &&
+         (hints->ai_dst_addr->sa_family != AF_INET)) ||
+        (!(hints->ai_flags & RAI_PASSIVE) && (hints->ai_dst_addr == NULL))) {
+        errno = EINVAL;
+        return -1;
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    r->ai_flags      = hints->ai_flags;
+    r->ai_family     = AF_INET;
+    r->ai_qp_type    = hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+    r->ai_port_space = hints->ai_port_space ? hints->ai_port_space :
+                                              RDMA_PS_TCP;
+    r->ai_src_addr   = sv_cm_sa_dup(hints->ai_src_addr != NULL ?
+                                    hints->ai_src_addr :
+                                    (struct sockaddr *)&any, &r->ai_src_len);
+    if (hints->ai_dst_addr != NULL) {
+        r->ai_dst_addr = sv_cm_sa_dup(hints->ai_dst_addr, &r->ai_dst_len);
+    }
+    if ((r->ai_src_addr == NULL) ||
+        ((hints->ai_dst_addr != NULL) && (r->ai_dst_addr == NULL))) {
+        rdma_freeaddrinfo(r);
+        errno = ENOMEM;
+        return -1;
+    }
+    *res = r;
+    return 0;
+}
+
 SV_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
                                const struct rdma_addrinfo *hints,
                                struct rdma_addrinfo **res)
@@ -316,7 +360,7 @@ SV_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
     int passive = (hints != NULL) && (hints->ai_flags & RAI_PASSIVE);
     int ret;
 
-    if ((res == NULL) || ((node == NULL) && (service == NULL))) {
+    if (res == NULL) {
         errno = EINVAL;
         return -1;
     }
@@ -324,6 +368,9 @@ SV_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
         (hints->ai_family != AF_INET)) {
         errno = EAFNOSUPPORT;   /* IPv4 only */
         return -1;
+    }
+    if ((node == NULL) && (service == NULL)) {
+        return sv_cm_addrinfo_hints(hints, res);
     }
     memset(&ah, 0, sizeof(ah));
     ah.ai_family   = AF_INET;

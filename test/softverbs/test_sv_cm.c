@@ -286,7 +286,7 @@ SVT_TEST_HOSTS(cm_no_listener)
     th_run_procs(2, no_listener_rank, NULL);
 }
 
-/* an address no softverbs device reaches (TEST-NET-1): ADDR_ERROR, as the
+/* an address no softverbs device reaches (TEST-NET-2): ADDR_ERROR, as the
  * kernel's rdma_cm says for a route over a NIC that is not RDMA's; an
  * address family it does not serve: EAFNOSUPPORT at once */
 TH_TEST(softverbs, cm_addr_error)
@@ -304,7 +304,7 @@ TH_TEST(softverbs, cm_addr_error)
     memset(&in, 0, sizeof(in));
     in.sin_family = AF_INET;
     in.sin_port   = htons(4791);
-    TH_ASSERT_EQ(inet_pton(AF_INET, "192.0.2.1", &in.sin_addr), 1);
+    TH_ASSERT_EQ(inet_pton(AF_INET, "198.51.100.7", &in.sin_addr), 1);
     TH_ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&in, 1000), 0);
     ev = cm_event(ch, RDMA_CM_EVENT_ADDR_ERROR, 10);
     TH_ASSERT_EQ(ev->status, -ENODEV);

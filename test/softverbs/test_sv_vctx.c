@@ -436,10 +436,10 @@ static int vctx_pingpong_sizes(const char *out, unsigned iters, int *has_1m)
     return n;
 }
 
-/* fi_pingpong, server and client on this host, RDM endpoints, every size
- * of its list (1 B to 6 MiB), with data checks (-c) */
+/* fi_pingpong of provider prov and endpoint type ep, server and client on
+ * this host, every size of its list (1 B to 6 MiB), with data checks (-c) */
 #define VCTX_PP_ITERS 5
-TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_rdm, 3 * VCTX_FI_TIMEOUT)
+static void vctx_pingpong(const char *prov, const char *ep)
 {
     char srv_log[] = "/tmp/th-fi-pingpong-XXXXXX";
     char *out, *srv_out, cmd[1024];
@@ -453,9 +453,9 @@ TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_rdm, 3 * VCTX_FI_TIMEOUT)
     fd   = mkstemp(srv_log);
     TH_ASSERT_SYS(fd);
     snprintf(cmd, sizeof(cmd),
-             "exec timeout %d env " VCTX_FI_ENV " fi_pingpong -p verbs "
-             "-e rdm -c -I %d -S all -B %u",
-             VCTX_FI_TIMEOUT, th_prefix(), VCTX_PP_ITERS, port);
+             "exec timeout %d env " VCTX_FI_ENV " fi_pingpong -p '%s' "
+             "-e %s -c -I %d -S all -B %u",
+             VCTX_FI_TIMEOUT, th_prefix(), prov, ep, VCTX_PP_ITERS, port);
     th_log("$ %s &", cmd);
     srv = fork();
     TH_ASSERT_SYS(srv);
@@ -481,8 +481,9 @@ TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_rdm, 3 * VCTX_FI_TIMEOUT)
 
     rc = th_run_cmd(&out,
                     "timeout %d env " VCTX_FI_ENV " fi_pingpong "
-                    "-p verbs -e rdm -c -I %d -S all -P %u 127.0.0.1 2>&1",
-                    VCTX_FI_TIMEOUT, th_prefix(), VCTX_PP_ITERS, port);
+                    "-p '%s' -e %s -c -I %d -S all -P %u 127.0.0.1 2>&1",
+                    VCTX_FI_TIMEOUT, th_prefix(), prov, ep, VCTX_PP_ITERS,
+                    port);
     th_log("client: %s", out);
 
     /* the server ends with the client (or its own timeout) */
@@ -509,4 +510,19 @@ TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_rdm, 3 * VCTX_FI_TIMEOUT)
     TH_ASSERT(has_1m);
     free(out);
     free(srv_out);
+}
+
+/* RDM over the UD endpoints (ofi_rxd). Named: with rdma_cm, libfabric also
+ * lists verbs;ofi_rxm (RDM over MSG) first, which does not run over
+ * softverbs (README, Limitations) */
+TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_rdm, 3 * VCTX_FI_TIMEOUT)
+{
+    vctx_pingpong("verbs;ofi_rxd", "rdm");
+}
+
+/* MSG endpoints: connected through softverbs' rdma_cm, an EQ for its
+ * events */
+TH_TEST_TIMEOUT(softverbs, libfabric_pingpong_msg, 3 * VCTX_FI_TIMEOUT)
+{
+    vctx_pingpong("verbs", "msg");
 }

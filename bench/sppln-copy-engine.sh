@@ -6,7 +6,7 @@
 # message of the sending thread and of the whole sending process (the copy
 # engine's helper thread included). Configurations:
 #   cpu     - the sender copies chunks into its staging slots itself;
-#   thread  - UCX_HCR_SPPLN_COPY_ASYNC=y, UCX_HCR_COPY_ENGINE=thread;
+#   thread  - UCX_HCR_SPPLN_COPY_ASYNC=y, UCX_COPY_ENGINE=thread;
 #   memcpy  - the engine's synchronous backend (the engine's own overhead);
 #   auto    - the default: the measured model decides (ucx_hcr_calib shows
 #             its choice; on a host where the helper thread's CPU time
@@ -21,8 +21,8 @@ bench_cc_ucp "$tmp/sfs" "$bench_top/bench/sppln-first-send.c"
 
 declare -A cfg=(
     [cpu]="UCX_HCR_SPPLN_COPY_ASYNC=n"
-    [thread]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_HCR_COPY_ENGINE=thread"
-    [memcpy]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_HCR_COPY_ENGINE=memcpy"
+    [thread]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_COPY_ENGINE=thread"
+    [memcpy]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_COPY_ENGINE=memcpy"
     [auto]="UCX_HCR_SPPLN_COPY_ASYNC=auto"
 )
 names="cpu thread memcpy auto"

@@ -38,6 +38,7 @@ series=(
     "0004-ucp-proto-reconfig-replay.patch:"
     "0005-ucp-wireup-cm-any-device.patch:"
     "0001-uct-api-put-notify.patch:"
+    "0009-ucs-config-field-types.patch:ucs/config"
     "0010-ucs-copy-engine.patch:ucs/copy"
     "0011-ucs-calib.patch:ucs/calib"
     "0002-uct-ib-md-open-hook.patch:"

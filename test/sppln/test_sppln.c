@@ -74,7 +74,7 @@ typedef struct {
     const char *tls;
     size_t     max_size;
     int        copy_async; /* stage with the copy engine's helper thread */
-    const char *model;     /* hand-written cost model (UCX_HCR_CALIB_FILE) */
+    const char *model; /* hand-written cost model (UCX_CALIB_FILE) */
 } sppln_arg_t;
 
 static const size_t sppln_sizes[] = {
@@ -117,7 +117,7 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
     sppln_env(arg->path, arg->tls);
     if (arg->copy_async && (arg->model == NULL)) {
         setenv("UCX_HCR_SPPLN_COPY_ASYNC", "y", 1);
-        setenv("UCX_HCR_COPY_ENGINE", "thread", 1);
+        setenv("UCX_COPY_ENGINE", "thread", 1);
     }
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
@@ -211,7 +211,7 @@ static void sppln_run(th_proc_fn_t fn, sppln_arg_t *arg)
     TH_ASSERT(f != NULL);
     fputs(arg->model, f);
     fclose(f);
-    setenv("UCX_HCR_CALIB_FILE", path, 1);
+    setenv("UCX_CALIB_FILE", path, 1);
     th_run_procs(2, fn, arg);
     unlink(path);
 }
@@ -1580,8 +1580,7 @@ sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         close(fd);
         th_log("UCX_PROTO_INFO:\n%s", text);
 
-        TH_ASSERT_UCS_OK(
-                ucs_calib_model_read(getenv("UCX_HCR_CALIB_FILE"), &m));
+        TH_ASSERT_UCS_OK(ucs_calib_model_read(getenv("UCX_CALIB_FILE"), &m));
         ucs_calib_derive(&m, &d);
         TH_ASSERT_LT(d.sp_thresh, SPPLN_MB);
         snprintf(expect[0], sizeof(expect[0]), " %s..inf |",

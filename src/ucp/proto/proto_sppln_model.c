@@ -13,7 +13,7 @@
 #include <ucp/core/ucp_context.h>
 #include <ucp/core/ucp_worker.h>
 #include <ucs/calib/calib.h>
-#include <ucs/config/parser.h>
+#include <ucs/config/field_types.h>
 #include <ucs/memory/rcache_int.h>
 #include <ucs/sys/sys.h>
 #include <ucs/datastruct/khash.h>
@@ -76,13 +76,13 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
          "send\n"
          "hides its first copy in the round trip (at least 16k).",
          ucs_offsetof(ucp_sppln_config_t, thresh),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {"SLOT_SIZE", "1m",
          "Bytes per staging slot: the largest chunk. Each transfer uses three\n"
          "slots on each side (triple buffering).",
          ucs_offsetof(ucp_sppln_config_t, slot_size),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {"SUB_SIZE", "auto",
          "Bytes per notified put: the receiver copies a sub-block out as soon\n"
@@ -90,36 +90,36 @@ static ucs_config_field_t ucp_sppln_config_table[] = {
          "time the put's own cost (the network's gap) is about 1/32\n"
          "(ucx_hcr_calib shows it; 64k without a model), at most a slot.",
          ucs_offsetof(ucp_sppln_config_t, sub_size),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {"GROUPS", "4",
          "Transfers that can be staged at once per worker and direction; the\n"
          "staging regions are GROUPS x 3 x SLOT_SIZE bytes each, registered "
          "once.",
-         ucs_offsetof(ucp_sppln_config_t, groups), UCS_CALIB_CONFIG_TYPE_COUNT},
+         ucs_offsetof(ucp_sppln_config_t, groups), UCS_CONFIG_TYPE_COUNT},
 
         {"C0", "auto",
          "First chunk of the superpipeline. auto: the measured C_0 (the bytes\n"
          "copied during a rendezvous round trip), or an eighth of the message\n"
          "if more.",
-         ucs_offsetof(ucp_sppln_config_t, c0), UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         ucs_offsetof(ucp_sppln_config_t, c0), UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {"Q", "0",
          "Growth ratio of the superpipeline's chunks. 0: the measured\n"
          "q = copy bandwidth / network bandwidth, at least 2 (chunks double\n"
          "where copies are not twice as fast as the network).",
-         ucs_offsetof(ucp_sppln_config_t, q), UCS_CALIB_CONFIG_TYPE_DOUBLE},
+         ucs_offsetof(ucp_sppln_config_t, q), UCS_CONFIG_TYPE_DOUBLE_STRICT},
 
         {"COPY_ASYNC", "auto",
          "The sender stages chunks with the asynchronous copy engine instead "
          "of\n"
          "copying them itself, so that it posts puts and progresses while the\n"
          "next chunks are copied. The receiver copies out itself.\n"
-         " y    - with the backend of UCX_HCR_COPY_ENGINE.\n"
+         " y    - with the backend of UCX_COPY_ENGINE.\n"
          " n    - never.\n"
          " auto - when the measured model of the lane's device names a "
          "backend\n"
-         "        (of those UCX_HCR_COPY_ENGINE allows) that hides at least "
+         "        (of those UCX_COPY_ENGINE allows) that hides at least "
          "half\n"
          "        of the copy time net of the CPU time of its own threads, "
          "and\n"
@@ -481,7 +481,7 @@ ucp_sppln_path_t ucp_sppln_choose(ucp_worker_h worker, ucp_sppln_worker_t *sw,
 }
 
 /* Whether the copy engine stages the sender's chunks, and with which
- * backend (UCS_COPY_BACKEND_AUTO: the one UCX_HCR_COPY_ENGINE names) */
+ * backend (UCS_COPY_BACKEND_AUTO: the one UCX_COPY_ENGINE names) */
 static void ucp_sppln_copy_backend(ucp_sppln_priv_t *spriv,
                                    const ucp_sppln_config_t *cfg)
 {
@@ -529,7 +529,7 @@ void ucp_sppln_priv_model(ucp_sppln_priv_t *spriv, const char *dev_name,
         spriv->q        = spriv->derived.sp_q;
         spriv->sub_size = spriv->derived.sp_sub;
     } else {
-        /* no measurement (UCX_HCR_CALIB_MODE=off, or not an IB device) */
+        /* no measurement (UCX_CALIB_MODE=off, or not an IB device) */
         spriv->c0       = 64 * UCS_KBYTE;
         spriv->q        = 2.0;
         spriv->sub_size = 64 * UCS_KBYTE;

@@ -123,7 +123,7 @@ predict() {
     for r in $(seq "$runs"); do
         # shellcheck disable=SC2086
         if ! out=$(env $env_base SOFTVERBS_REG_COST_US="$cost" \
-                   UCX_HCR_CALIB_DIR="$dir" "$calib_tool" -d "$md_name" \
+                   UCX_CALIB_DIR="$dir" "$calib_tool" -d "$md_name" \
                    -f -p 2>"$tmp/calib.err"); then
             echo "ucx_hcr_calib failed (REG_COST_US=$cost):" >&2
             tail -n 5 "$tmp/calib.err" >&2
@@ -195,7 +195,7 @@ for cost in $reg_costs; do
         out=$tmp/run-$cost-$r.txt
         # shellcheck disable=SC2086
         if ! env $env_base SOFTVERBS_REG_COST_US="$cost" \
-                UCX_HCR_CALIB_DIR="$tmp/calib-cache-$cost" \
+                UCX_CALIB_DIR="$tmp/calib-cache-$cost" \
                 "$exe" > "$out" 2> "$tmp/run.err"; then
             echo "calib-crossover failed (REG_COST_US=$cost):" >&2
             tail -n 5 "$tmp/run.err" >&2

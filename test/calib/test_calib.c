@@ -243,6 +243,39 @@ TH_TEST(calib, copy_bw_interpolates)
     TH_ASSERT(calib_close(ucs_calib_copy_bw(&m, 32 * 1024), 25e9, 1e-9));
 }
 
+/* the memcpy working sets ascend whatever caches a host reports, and the
+ * last one lies beyond the caches it measures */
+TH_TEST(calib, copy_sizes_ascend)
+{
+    static const size_t hosts[][3] = {
+            {32 * 1024, 1024 * 1024, 32 * 1024 * 1024}, /* a server */
+            {48 * 1024, 2 * 1024 * 1024, 480ul * 1024 * 1024}, /* a VM that
+                                                    reports its host's L3 */
+            {48 * 1024, 2 * 1024 * 1024, 128ul * 1024 * 1024},
+            {0, 0, 0}, /* nothing known */
+            {64 * 1024, 64 * 1024, 0}, /* L2 no larger */
+    };
+    size_t sizes[UCS_CALIB_MAX_COPY_POINTS];
+    unsigned h, i, n;
+
+    for (h = 0; h < sizeof(hosts) / sizeof(hosts[0]); ++h) {
+        n = ucs_calib_copy_sizes_for(hosts[h], 3, sizes);
+        TH_ASSERT_GE(n, 2);
+        TH_ASSERT_LE(n, UCS_CALIB_MAX_COPY_POINTS);
+        for (i = 1; i < n; ++i) {
+            TH_ASSERT_GT(sizes[i], sizes[i - 1]);
+        }
+        /* a cache point is half a cache: the DRAM point is at least twice
+         * the largest one */
+        TH_ASSERT_GE(sizes[n - 1], 2 * sizes[n - 2]);
+    }
+
+    /* the first host: three cache points, then DRAM */
+    n = ucs_calib_copy_sizes_for(hosts[0], 3, sizes);
+    TH_ASSERT_EQ(n, 4);
+    TH_ASSERT_EQ(sizes[2], 16 * 1024 * 1024);
+}
+
 static void calib_tmpfile(char *path, size_t max, const char *content)
 {
     FILE *f;
@@ -499,7 +532,7 @@ static void calib_env(char *dir, size_t max)
     }
     snprintf(dir, max, "/tmp/th-calib-dir-XXXXXX");
     TH_ASSERT(mkdtemp(dir) != NULL);
-    setenv("UCX_HCR_CALIB_DIR", dir, 1);
+    setenv("UCX_CALIB_DIR", dir, 1);
 }
 
 static void calib_rm_dir(const char *dir)
@@ -587,13 +620,13 @@ TH_TEST(calib, hcr_publishes_measured_costs)
                   model.reg[UCS_CALIB_PAGES_RESIDENT].c + 5 * 40e-6);
 
     /* force measures again */
-    setenv("UCX_HCR_CALIB_MODE", "force", 1);
+    setenv("UCX_CALIB_MODE", "force", 1);
     calib_tool_value("source", value, sizeof(value));
     TH_ASSERT_STR_EQ(value, "measured");
     calib_rm_dir(dir);
 }
 
-/* UCX_HCR_CALIB_MODE=force measures once per process, not at each md open */
+/* UCX_CALIB_MODE=force measures once per process, not at each md open */
 TH_TEST(calib, force_measures_once)
 {
     ucs_calib_model_t first, second;
@@ -602,7 +635,7 @@ TH_TEST(calib, force_measures_once)
     th_uct_t uct;
 
     calib_env(dir, sizeof(dir));
-    setenv("UCX_HCR_CALIB_MODE", "force", 1);
+    setenv("UCX_CALIB_MODE", "force", 1);
     if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
         TH_SKIP("no hcr device");
     }
@@ -683,7 +716,7 @@ TH_TEST(calib, mode_off_keeps_constants)
     th_uct_t uct;
 
     calib_env(dir, sizeof(dir));
-    setenv("UCX_HCR_CALIB_MODE", "off", 1);
+    setenv("UCX_CALIB_MODE", "off", 1);
     setenv("UCX_IB_REG_METHODS", "direct", 1);
     setenv("UCX_IB_MEM_REG_OVERHEAD", "7us", 1);
     if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
@@ -711,7 +744,7 @@ TH_TEST(calib, hand_written_model)
 
     calib_env(dir, sizeof(dir));
     calib_tmpfile(path, sizeof(path), text);
-    setenv("UCX_HCR_CALIB_FILE", path, 1);
+    setenv("UCX_CALIB_FILE", path, 1);
     setenv("UCX_IB_REG_METHODS", "direct", 1);
     if (th_uct_open(&uct, "hcr", NULL) != UCS_OK) {
         unlink(path);
@@ -735,7 +768,7 @@ TH_TEST(calib, bad_hand_written_model)
 
     calib_env(dir, sizeof(dir));
     setenv("UCX_LOG_LEVEL", "fatal", 1); /* the error is expected */
-    setenv("UCX_HCR_CALIB_FILE", "/nonexistent/model", 1);
+    setenv("UCX_CALIB_FILE", "/nonexistent/model", 1);
     setenv("UCX_IB_REG_METHODS", "direct", 1);
     setenv("UCX_IB_MEM_REG_OVERHEAD", "9us", 1);
     /* the md still opens, with UCX's constant */
@@ -765,8 +798,24 @@ calib_out_value(const char *out, const char *key, char *value, size_t max)
     return value;
 }
 
+/* a value of ucx_hcr_calib -p the same, within rounding, in two outputs */
+static void calib_compare_key(const char *out_measured, const char *out_file,
+                              const char *key)
+{
+    char value[64], measured[64];
+
+    calib_out_value(out_measured, key, measured, sizeof(measured));
+    calib_out_value(out_file, key, value, sizeof(value));
+    th_log("%s: measured %s, from the -m file %s", key, measured, value);
+    if (strcmp(value, measured) &&
+        !calib_close(atof(value), atof(measured), 1e-6)) {
+        TH_FAIL("%s: %s measured, %s read back from ucx_hcr_calib -m", key,
+                measured, value);
+    }
+}
+
 /* ucx_hcr_calib -m prints the model in the file format: given back as a
- * hand-written model (UCX_HCR_CALIB_FILE), the tool shows the same terms,
+ * hand-written model (UCX_CALIB_FILE), the tool shows the same terms,
  * and derives the same sizes and engine choice from them, and names the
  * file as their source; -P plots it (a PNG, by gnuplot) */
 TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
@@ -777,7 +826,6 @@ TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
                                  "dereg_c",
                                  "xfer_fault_m",
                                  "copy_fault_m",
-                                 "copy_bw_4194304",
                                  "net_latency",
                                  "net_bw",
                                  "net_gap",
@@ -789,10 +837,11 @@ TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
                                  "zcopy_thresh_resident",
                                  "zcopy_thresh_nonresident",
                                  "engine_choice"};
-    char dir[64], path[128], png[128], value[64], measured[64];
-    char *out_measured, *out_file, *out;
+    char dir[64], path[128], png[128], value[64];
+    char *out_measured, *out_file, *out, key[64];
     unsigned char magic[8];
-    unsigned i;
+    unsigned i, num_copy;
+    const char *p;
     FILE *f;
 
     calib_env(dir, sizeof(dir));
@@ -808,7 +857,7 @@ TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
                             th_prefix()),
                  0);
     TH_ASSERT_EQ(th_run_cmd(&out_file,
-                            "UCX_HCR_CALIB_FILE=%s "
+                            "UCX_CALIB_FILE=%s "
                             "%s/bin/ucx_hcr_calib -d " CALIB_DEV " -p",
                             path, th_prefix()),
                  0);
@@ -818,16 +867,17 @@ TH_TEST_TIMEOUT(calib, tool_model_file_and_plot, 120)
     TH_ASSERT_STR_EQ(calib_out_value(out_file, "source", value, sizeof(value)),
                      "file");
     for (i = 0; i < sizeof(keys) / sizeof(keys[0]); ++i) {
-        calib_out_value(out_measured, keys[i], measured, sizeof(measured));
-        calib_out_value(out_file, keys[i], value, sizeof(value));
-        th_log("%s: measured %s, from the -m file %s", keys[i], measured,
-               value);
-        if (strcmp(value, measured) &&
-            !calib_close(atof(value), atof(measured), 1e-6)) {
-            TH_FAIL("%s: %s measured, %s read back from ucx_hcr_calib -m",
-                    keys[i], measured, value);
-        }
+        calib_compare_key(out_measured, out_file, keys[i]);
     }
+    /* the memcpy points are at the working sets of this host's caches */
+    num_copy = 0;
+    for (p = strstr(out_measured, "\ncopy_bw_"); p != NULL;
+         p = strstr(p + 1, "\ncopy_bw_")) {
+        snprintf(key, sizeof(key), "%.*s", (int)strcspn(p + 1, "="), p + 1);
+        calib_compare_key(out_measured, out_file, key);
+        ++num_copy;
+    }
+    TH_ASSERT_GE(num_copy, 2);
     free(out_measured);
     free(out_file);
 

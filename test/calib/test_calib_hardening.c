@@ -239,7 +239,7 @@ TH_TEST(calib_hardening, file_bad_values_rejected)
     free(log);
 }
 
-/* item 7: a bad UCX_HCR_CALIB_FILE gives one error, however many mds open,
+/* item 7: a bad UCX_CALIB_FILE gives one error, however many mds open,
  * and no model: the device keeps UCX's constants */
 TH_TEST(calib_hardening, bad_file_one_error)
 {
@@ -251,7 +251,7 @@ TH_TEST(calib_hardening, bad_file_one_error)
 
     hard_model_text(text, sizeof(text), "net_latency", "net_latency -1e-6");
     hard_tmpfile(path, sizeof(path), text, strlen(text));
-    setenv("UCX_HCR_CALIB_FILE", path, 1);
+    setenv("UCX_CALIB_FILE", path, 1);
 
     hard_capture_start(&cap);
     for (i = 0; i < 3; ++i) {
@@ -378,8 +378,8 @@ static void hard_cache_dir(char *dir, size_t max)
 {
     snprintf(dir, max, "/tmp/th-hard-dir-XXXXXX");
     TH_ASSERT(mkdtemp(dir) != NULL);
-    setenv("UCX_HCR_CALIB_DIR", dir, 1);
-    unsetenv("UCX_HCR_CALIB_FILE");
+    setenv("UCX_CALIB_DIR", dir, 1);
+    unsetenv("UCX_CALIB_FILE");
 }
 
 /* the model file the cache holds, which a first get wrote */
@@ -488,7 +488,7 @@ TH_TEST(calib_hardening, cache_dir_symlink_refused)
     hard_cache_filled(dir, sizeof(dir));
     snprintf(link, sizeof(link), "%s.link", dir);
     TH_ASSERT_SYS(symlink(dir, link));
-    setenv("UCX_HCR_CALIB_DIR", link, 1);
+    setenv("UCX_CALIB_DIR", link, 1);
     hard_get_child(HARD_DEV, &hard_measure_ok, &res);
     TH_ASSERT_EQ(res.source, UCS_CALIB_SOURCE_MEASURED);
     unlink(link);
@@ -555,7 +555,7 @@ TH_TEST(calib_hardening, cache_tmp_file_not_planted)
 }
 
 /* the ucx_hcr_calib tool as another user, with HOME and XDG_CACHE_HOME
- * unset (so the cache falls back to /tmp/ucx-hcr-<uid>): its "source=" */
+ * unset (so the cache falls back to /tmp/ucx-calib-<uid>): its "source=" */
 static void hard_tool_as_other(const char *env, char *source, size_t max)
 {
     char *out, *p;
@@ -563,7 +563,7 @@ static void hard_tool_as_other(const char *env, char *source, size_t max)
 
     ret = th_run_cmd(&out,
                      "env -u HOME -u XDG_CACHE_HOME -u "
-                     "UCX_HCR_CALIB_DIR %s UCX_IB_PCI_RELAXED_ORDERING=off "
+                     "UCX_CALIB_DIR %s UCX_IB_PCI_RELAXED_ORDERING=off "
                      "setpriv --reuid=%d --regid=%d --clear-groups "
                      "%s/bin/ucx_hcr_calib -d softverbs0 -p 2>&1",
                      env, HARD_OTHER_UID, HARD_OTHER_UID, th_prefix());
@@ -576,7 +576,7 @@ static void hard_tool_as_other(const char *env, char *source, size_t max)
 }
 
 /*
- * Two users: root plants a model in /tmp/ucx-hcr-65534 before uid 65534
+ * Two users: root plants a model in /tmp/ucx-calib-65534 before uid 65534
  * first runs without HOME. The model is the one the victim would cache
  * itself (its name is learnt from a run with a private cache), in a
  * directory root made open to everyone.
@@ -599,14 +599,14 @@ TH_TEST_TIMEOUT(calib_hardening, cache_two_users, 120)
     snprintf(priv, sizeof(priv), "/tmp/th-hard-priv-XXXXXX");
     TH_ASSERT(mkdtemp(priv) != NULL);
     TH_ASSERT_SYS(chown(priv, HARD_OTHER_UID, HARD_OTHER_UID));
-    snprintf(cmd, sizeof(cmd), "UCX_HCR_CALIB_DIR=%s", priv);
+    snprintf(cmd, sizeof(cmd), "UCX_CALIB_DIR=%s", priv);
     hard_tool_as_other(cmd, source, sizeof(source));
     TH_ASSERT_STR_EQ(source, "measured");
     hard_tool_as_other(cmd, source, sizeof(source));
     TH_ASSERT_STR_EQ(source, "cache");
 
     /* the planted directory: root's, open to all, with that model */
-    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/ucx-hcr-%d", HARD_OTHER_UID);
+    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/ucx-calib-%d", HARD_OTHER_UID);
     hard_rm_rf(tmp_dir);
     TH_ASSERT_SYS(mkdir(tmp_dir, 0777));
     TH_ASSERT_SYS(chmod(tmp_dir, 0777));
@@ -635,14 +635,14 @@ TH_TEST(calib_hardening, calib_file_fifo_does_not_block)
     char dir[64], path[PATH_MAX], fifo[80];
     hard_get_t res;
 
-    /* UCX_HCR_CALIB_FILE naming a FIFO nobody writes */
+    /* UCX_CALIB_FILE naming a FIFO nobody writes */
     hard_cache_dir(dir, sizeof(dir));
     snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
     TH_ASSERT_SYS(mkfifo(fifo, 0600));
-    setenv("UCX_HCR_CALIB_FILE", fifo, 1);
+    setenv("UCX_CALIB_FILE", fifo, 1);
     hard_get_child(HARD_DEV, &hard_measure_ok, &res);
     TH_ASSERT_EQ(res.status, UCS_ERR_INVALID_PARAM);
-    unsetenv("UCX_HCR_CALIB_FILE");
+    unsetenv("UCX_CALIB_FILE");
     hard_rm_rf(dir);
 
     /* a FIFO in place of the cached model */
@@ -880,16 +880,23 @@ TH_TEST(calib_hardening, softverbs_memlock_follows_kernel)
 /* values that UCX's parsers took as huge numbers, or NaN */
 TH_TEST(calib_hardening, settings_reject_negative_and_nan)
 {
-    static const char *bad[] = {
-            "UCX_HCR_SPPLN_THRESH=-1",     "UCX_HCR_SPPLN_SLOT_SIZE=-3",
-            "UCX_HCR_SPPLN_C0=-4k",        "UCX_HCR_SPPLN_Q=nan",
-            "UCX_HCR_SPPLN_Q=-2",          "UCX_HCR_SPPLN_Q=inf",
-            "UCX_HCR_SPPLN_GROUPS=0",      "UCX_HCR_SPPLN_GROUPS=-1",
-            "UCX_HCR_COPY_THREADS=0",      "UCX_HCR_COPY_THREADS=-1",
-            "UCX_HCR_COPY_QUEUE_LEN=0",    "UCX_HCR_COPY_CHUNK=-1",
-            "UCX_HCR_COPY_SPIN_TIME=-5us", "UCX_HCR_COPY_SPIN_MAX=nan",
-            "UCX_HCR_RVMA_RING_SIZE=-1",   "UCX_HCR_RVMA_AM_ID=-1",
-            "UCX_HCR_RVMA_READ_MAX=-64k"};
+    static const char *bad[] = {"UCX_RNDV_SPPLN_THRESH=-1",
+                                "UCX_RNDV_SPPLN_SLOT_SIZE=-3",
+                                "UCX_RNDV_SPPLN_C0=-4k",
+                                "UCX_RNDV_SPPLN_Q=nan",
+                                "UCX_RNDV_SPPLN_Q=-2",
+                                "UCX_RNDV_SPPLN_Q=inf",
+                                "UCX_RNDV_SPPLN_GROUPS=0",
+                                "UCX_RNDV_SPPLN_GROUPS=-1",
+                                "UCX_COPY_ENGINE_THREADS=0",
+                                "UCX_COPY_ENGINE_THREADS=-1",
+                                "UCX_COPY_ENGINE_QUEUE_LEN=0",
+                                "UCX_COPY_ENGINE_CHUNK=-1",
+                                "UCX_COPY_ENGINE_SPIN_TIME=-5us",
+                                "UCX_COPY_ENGINE_SPIN_MAX=nan",
+                                "UCX_HCR_RVMA_RING_SIZE=-1",
+                                "UCX_HCR_RVMA_AM_ID=-1",
+                                "UCX_HCR_RVMA_READ_MAX=-64k"};
     unsigned i;
     char *out;
 
@@ -902,15 +909,16 @@ TH_TEST(calib_hardening, settings_reject_negative_and_nan)
     }
 
     /* and what they refuse is not what is valid */
-    TH_ASSERT_EQ(th_run_cmd(&out,
-                            "env UCX_HCR_SPPLN_Q=2.5 "
-                            "UCX_HCR_COPY_THREADS=2 UCX_HCR_SPPLN_THRESH=inf "
-                            "%s/bin/ucx_info -c 2>&1",
-                            th_prefix()),
-                 0);
+    TH_ASSERT_EQ(
+            th_run_cmd(&out,
+                       "env UCX_RNDV_SPPLN_Q=2.5 "
+                       "UCX_COPY_ENGINE_THREADS=2 UCX_RNDV_SPPLN_THRESH=inf "
+                       "%s/bin/ucx_info -c 2>&1",
+                       th_prefix()),
+            0);
     TH_ASSERT(strstr(out, "Invalid value") == NULL);
-    TH_ASSERT(strstr(out, "UCX_HCR_SPPLN_Q=2.500") != NULL);
-    TH_ASSERT(strstr(out, "UCX_HCR_SPPLN_THRESH=inf") != NULL);
+    TH_ASSERT(strstr(out, "UCX_RNDV_SPPLN_Q=2.500") != NULL);
+    TH_ASSERT(strstr(out, "UCX_RNDV_SPPLN_THRESH=inf") != NULL);
     free(out);
 }
 
@@ -922,8 +930,8 @@ TH_TEST_TIMEOUT(calib_hardening, settings_errors_print_auto, 90)
         const char *env;
         const char *expect;
     } cases[] = {
-            {"UCX_HCR_SPPLN_SLOT_SIZE=auto", "slot auto"},
-            {"UCX_HCR_SPPLN_Q=0.5", "UCX_HCR_SPPLN_Q=0.5: need 0"},
+            {"UCX_RNDV_SPPLN_SLOT_SIZE=auto", "slot auto"},
+            {"UCX_RNDV_SPPLN_Q=0.5", "UCX_RNDV_SPPLN_Q=0.5: need auto"},
     };
     char env[256], *out[2];
     unsigned i;

@@ -94,8 +94,8 @@ TH_TEST(copy_engine, sizes_thread)
 TH_TEST(copy_engine, sizes_thread_split)
 {
     /* several helpers share each large copy in 64 KiB pieces */
-    setenv("UCX_HCR_COPY_THREADS", "3", 1);
-    setenv("UCX_HCR_COPY_CHUNK", "64k", 1);
+    setenv("UCX_COPY_ENGINE_THREADS", "3", 1);
+    setenv("UCX_COPY_ENGINE_CHUNK", "64k", 1);
     sizes_test(UCS_COPY_BACKEND_THREAD);
 }
 
@@ -138,8 +138,8 @@ TH_TEST(copy_engine, batch_memcpy)
 
 TH_TEST(copy_engine, batch_thread)
 {
-    setenv("UCX_HCR_COPY_THREADS", "2", 1);
-    setenv("UCX_HCR_COPY_CHUNK", "4k", 1);
+    setenv("UCX_COPY_ENGINE_THREADS", "2", 1);
+    setenv("UCX_COPY_ENGINE_CHUNK", "4k", 1);
     batch_test(UCS_COPY_BACKEND_THREAD);
 }
 
@@ -153,7 +153,7 @@ TH_TEST(copy_engine, queue_full)
     uint8_t *src, *dst;
     ucs_status_t status;
 
-    setenv("UCX_HCR_COPY_QUEUE_LEN", "4", 1);
+    setenv("UCX_COPY_ENGINE_QUEUE_LEN", "4", 1);
     engine = engine_create(UCS_COPY_BACKEND_THREAD);
     src    = malloc(SIZE);
     dst    = malloc((size_t)N * SIZE);
@@ -285,8 +285,8 @@ TH_TEST(copy_engine, destroy_in_flight)
     ucs_status_t status;
     double deadline;
 
-    setenv("UCX_HCR_COPY_QUEUE_LEN", "64", 1);
-    setenv("UCX_HCR_COPY_THREADS", "1", 1);
+    setenv("UCX_COPY_ENGINE_QUEUE_LEN", "64", 1);
+    setenv("UCX_COPY_ENGINE_THREADS", "1", 1);
     engine = engine_create(UCS_COPY_BACKEND_THREAD);
     src    = malloc(SIZE);
     dst    = calloc(N, SIZE);
@@ -370,16 +370,16 @@ TH_TEST(copy_engine, config_selects_backend)
     ucs_copy_engine_attr_t attr;
     ucs_copy_engine_t *engine;
 
-    setenv("UCX_HCR_COPY_ENGINE", "memcpy", 1);
+    setenv("UCX_COPY_ENGINE", "memcpy", 1);
     TH_ASSERT_EQ(ucs_copy_engine_create(NULL, &engine), UCS_OK);
     ucs_copy_engine_query(engine, &attr);
     TH_ASSERT_EQ(attr.backend, UCS_COPY_BACKEND_MEMCPY);
     TH_ASSERT_EQ(attr.num_threads, 0);
     ucs_copy_engine_destroy(engine);
 
-    setenv("UCX_HCR_COPY_ENGINE", "thread", 1);
-    setenv("UCX_HCR_COPY_THREADS", "2", 1);
-    setenv("UCX_HCR_COPY_INLINE_THRESH", "1k", 1);
+    setenv("UCX_COPY_ENGINE", "thread", 1);
+    setenv("UCX_COPY_ENGINE_THREADS", "2", 1);
+    setenv("UCX_COPY_ENGINE_INLINE_THRESH", "1k", 1);
     TH_ASSERT_EQ(ucs_copy_engine_create(NULL, &engine), UCS_OK);
     ucs_copy_engine_query(engine, &attr);
     TH_ASSERT_EQ(attr.backend, UCS_COPY_BACKEND_THREAD);
@@ -389,7 +389,7 @@ TH_TEST(copy_engine, config_selects_backend)
     ucs_copy_engine_destroy(engine);
 
     /* a bad value is an error, not a silent default */
-    setenv("UCX_HCR_COPY_ENGINE", "warp-drive", 1);
+    setenv("UCX_COPY_ENGINE", "warp-drive", 1);
     TH_ASSERT_NE(ucs_copy_engine_create(NULL, &engine), UCS_OK);
 }
 
@@ -555,8 +555,8 @@ TH_TEST(copy_engine, spin_window_adapts)
     ucs_copy_engine_t *engine;
 
     engine_idle_host_view();
-    setenv("UCX_HCR_COPY_SPIN_TIME", "10us", 1);
-    setenv("UCX_HCR_COPY_SPIN_MAX", "10us", 1);
+    setenv("UCX_COPY_ENGINE_SPIN_TIME", "10us", 1);
+    setenv("UCX_COPY_ENGINE_SPIN_MAX", "10us", 1);
     engine = engine_create(UCS_COPY_BACKEND_THREAD);
     fixed  = engine_paced_wakeups(engine, 40, 400, NULL);
     ucs_copy_engine_destroy(engine);
@@ -566,7 +566,7 @@ TH_TEST(copy_engine, spin_window_adapts)
 
     /* a maximum well above the time a loaded host takes to wake the
      * helper, so that the window grows whatever else runs */
-    setenv("UCX_HCR_COPY_SPIN_MAX", "20ms", 1);
+    setenv("UCX_COPY_ENGINE_SPIN_MAX", "20ms", 1);
     engine   = engine_create(UCS_COPY_BACKEND_THREAD);
     adaptive = engine_paced_wakeups(engine, 40, 400, &busy);
     th_log("400 us apart: %" PRIu64 " of 40 posts woke the helper with an "
@@ -605,11 +605,11 @@ TH_TEST(copy_engine, spin_window_stays_on_busy_host)
     uint64_t busy, busy_idles;
     ucs_copy_engine_t *engine;
 
-    setenv("UCX_HCR_COPY_SPIN_TIME", "10us", 1);
+    setenv("UCX_COPY_ENGINE_SPIN_TIME", "10us", 1);
     /* a maximum no wake-up on a loaded host reaches: the window would grow
      * here but for the load (each sleep shorter than SPIN_MAX doubles it),
      * so the load, read from the real /proc/loadavg, must keep it short */
-    setenv("UCX_HCR_COPY_SPIN_MAX", "1s", 1);
+    setenv("UCX_COPY_ENGINE_SPIN_MAX", "1s", 1);
     engine = engine_create(UCS_COPY_BACKEND_THREAD);
 
     /* one busy thread per core, besides the caller and the helper */

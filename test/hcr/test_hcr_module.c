@@ -108,7 +108,7 @@ TH_TEST(hcr_module, calib_key_from_device)
     }
     snprintf(dir, sizeof(dir), "/tmp/th-hcr-key-XXXXXX");
     TH_ASSERT(mkdtemp(dir) != NULL);
-    setenv("UCX_HCR_CALIB_DIR", dir, 1);
+    setenv("UCX_CALIB_DIR", dir, 1);
 
     hcr_mod_calib_source("0", source, sizeof(source));
     TH_ASSERT_STR_EQ(source, "measured");

@@ -1149,7 +1149,7 @@ static void hcr_t_run_cancel(const char *tl)
 {
     setenv("SOFTVERBS_LINK_GBPS", "100", 1);
     setenv("SOFTVERBS_LINK_LAT_US", "50000", 1);
-    setenv("UCX_HCR_CALIB_MODE", "off", 1);
+    setenv("UCX_CALIB_MODE", "off", 1);
     hcr_t_run(hcr_t_cancel_rank, tl);
 }
 

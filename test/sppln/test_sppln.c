@@ -23,8 +23,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Path counters of a worker, as proto_sppln.h lays them out (the test
- * builds against the installed API headers only) */
+/* Path counters of a worker, as proto_sppln_staging.h lays them out (the
+ * test builds against the installed API headers only) */
 typedef struct {
     uint64_t sent[4];     /* auto (unused), bcopy, sppln, zcopy */
     uint64_t received[4];
@@ -32,6 +32,7 @@ typedef struct {
     uint64_t async_copies;
     uint64_t fresh[3];    /* kcopy, populate, fault */
     uint64_t rma[3];      /* put/choose, get/choose: bcopy, zcopy, staged */
+    uint64_t groups[2]; /* staging groups registered: send, receive */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -49,12 +50,12 @@ static void sppln_env(const char *path, const char *tls)
     }
     setenv("UCX_TLS", tls, 1);
     setenv("UCX_PROTO_ENABLE", "y", 1);
-    setenv("UCX_HCR_SPPLN_PATH", path, 1);
-    setenv("UCX_HCR_SPPLN_TLS", "all", 1);
+    setenv("UCX_RNDV_SPPLN_PATH", path, 1);
+    setenv("UCX_RNDV_SPPLN_TLS", "all", 1);
     /* every size the tests send goes through rndv/sppln, so that its
      * counters account for each message; by default it takes over from the
      * measured C_0, which moves with the host's measurement */
-    setenv("UCX_HCR_SPPLN_THRESH", "64k", 1);
+    setenv("UCX_RNDV_SPPLN_THRESH", "64k", 1);
 }
 
 /* a fresh mapping for every message: never registered, never touched */
@@ -74,7 +75,7 @@ typedef struct {
     const char *tls;
     size_t     max_size;
     int        copy_async; /* stage with the copy engine's helper thread */
-    const char *model;     /* hand-written cost model (UCX_HCR_CALIB_FILE) */
+    const char *model; /* hand-written cost model (UCX_CALIB_FILE) */
 } sppln_arg_t;
 
 static const size_t sppln_sizes[] = {
@@ -116,8 +117,8 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
 
     sppln_env(arg->path, arg->tls);
     if (arg->copy_async && (arg->model == NULL)) {
-        setenv("UCX_HCR_SPPLN_COPY_ASYNC", "y", 1);
-        setenv("UCX_HCR_COPY_ENGINE", "thread", 1);
+        setenv("UCX_RNDV_SPPLN_COPY_ASYNC", "y", 1);
+        setenv("UCX_COPY_ENGINE", "thread", 1);
     }
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
@@ -211,7 +212,7 @@ static void sppln_run(th_proc_fn_t fn, sppln_arg_t *arg)
     TH_ASSERT(f != NULL);
     fputs(arg->model, f);
     fclose(f);
-    setenv("UCX_HCR_CALIB_FILE", path, 1);
+    setenv("UCX_CALIB_FILE", path, 1);
     th_run_procs(2, fn, arg);
     unlink(path);
 }
@@ -228,7 +229,7 @@ SPPLN_PATH_TEST(sppln, 64 * SPPLN_MB)
 SPPLN_PATH_TEST(bcopy, 16 * SPPLN_MB)
 SPPLN_PATH_TEST(zcopy, 16 * SPPLN_MB)
 
-/* the sender stages chunks with the copy engine (UCX_HCR_SPPLN_COPY_ASYNC) */
+/* the sender stages chunks with the copy engine (UCX_RNDV_SPPLN_COPY_ASYNC) */
 TH_TEST_TIMEOUT(sppln, integrity_sppln_copy_engine, 300)
 {
     sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 1, NULL};
@@ -247,12 +248,12 @@ TH_TEST_TIMEOUT(sppln, integrity_ratio_off_wire_grid, 300)
 {
     sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 0, NULL};
 
-    setenv("UCX_HCR_SPPLN_Q", "1.0999", 1);
-    setenv("UCX_HCR_SPPLN_C0", "4k", 1);
+    setenv("UCX_RNDV_SPPLN_Q", "1.0999", 1);
+    setenv("UCX_RNDV_SPPLN_C0", "4k", 1);
     sppln_run(sppln_integrity_rank, &arg);
 }
 
-/* UCX_HCR_SPPLN_COPY_ASYNC=auto (the default) follows the measured model:
+/* UCX_RNDV_SPPLN_COPY_ASYNC=auto (the default) follows the measured model:
  * every other test runs with the host's measurement, where the helper
  * thread's CPU time cancels its overlap, and asserts the engine staged
  * nothing. Here the model says the thread backend copies as a DMA engine
@@ -367,7 +368,7 @@ TH_TEST_TIMEOUT(sppln, unmapped_buffer_is_fresh, 300)
 /* ---- receive buffers nobody touched ----------------------------------- */
 
 typedef struct {
-    const char *how;   /* UCX_HCR_SPPLN_FRESH_COPY */
+    const char *how; /* UCX_RNDV_SPPLN_FRESH_COPY */
     int        fresh;  /* the counter it must move */
 } sppln_fresh_arg_t;
 
@@ -395,7 +396,7 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("sppln", "hcr");
-    setenv("UCX_HCR_SPPLN_FRESH_COPY", arg->how, 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_COPY", arg->how, 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -708,6 +709,112 @@ TH_TEST_TIMEOUT(sppln, memlock_exhausted_falls_back, 120)
     th_run_procs(2, sppln_memlock_rank, NULL);
 }
 
+/* ---- staging: registered when the worker starts, grown on demand ------ */
+
+/*
+ * A worker whose transports the staged protocols run on registers one
+ * staging group per side when it starts, so that no message pays for it: a
+ * small message and a first staged one register nothing more. Transfers in
+ * flight at once take more groups, up to UCX_RNDV_SPPLN_GROUPS per side,
+ * and no more (more transfers wait for a group). A worker on transports the
+ * staged protocols do not run on registers nothing.
+ */
+static void sppln_staging_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size         = 2 * SPPLN_MB + 5;
+    const unsigned n          = 6; /* more than the groups */
+    ucp_request_param_t param = {0};
+    const sppln_stats_t *st;
+    void *req[6];
+    uint8_t *buf[6];
+    th_ucp_t ucp;
+    unsigned i;
+
+    sppln_env("sppln", "hcr");
+    setenv("UCX_RNDV_SPPLN_TLS", "hcr", 1);
+    setenv("UCX_RNDV_SPPLN_GROUPS", "3", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    st = ucp_proto_sppln_stats(ucp.worker);
+    TH_ASSERT(st != NULL);
+    TH_ASSERT_EQ(st->groups[0], 1);
+    TH_ASSERT_EQ(st->groups[1], 1);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i < n; ++i) {
+        buf[i] = malloc(size);
+        th_fill_pattern(buf[i], size, 600 + i);
+    }
+
+    /* a small message, then one staged message: nothing more registered */
+    if (rank == 0) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_tag_send_nbx(ucp.ep, buf[0], 4096,
+                                                      0x60, &param),
+                                     30.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_tag_send_nbx(ucp.ep, buf[0], size,
+                                                      0x61, &param),
+                                     30.0));
+    } else {
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_recv_nbx(ucp.worker, buf[1], 4096, 0x60,
+                                             (ucp_tag_t)-1, &param),
+                            30.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_recv_nbx(ucp.worker, buf[1], size, 0x61,
+                                             (ucp_tag_t)-1, &param),
+                            30.0));
+        TH_CHECK_PATTERN(buf[1], size, 600);
+    }
+    TH_ASSERT_EQ(st->groups[0], 1);
+    TH_ASSERT_EQ(st->groups[1], 1);
+
+    /* six at once: up to three groups a side */
+    th_oob_barrier(oob);
+    if (rank == 0) {
+        for (i = 0; i < n; ++i) {
+            th_fill_pattern(buf[i], size, 600 + i);
+            req[i] = ucp_tag_send_nbx(ucp.ep, buf[i], size, 0x70 + i, &param);
+        }
+    } else {
+        for (i = 0; i < n; ++i) {
+            req[i] = ucp_tag_recv_nbx(ucp.worker, buf[i], size, 0x70 + i,
+                                      (ucp_tag_t)-1, &param);
+        }
+    }
+    for (i = 0; i < n; ++i) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req[i], 60.0));
+        if (rank == 1) {
+            TH_CHECK_PATTERN(buf[i], size, 600 + i);
+        }
+    }
+    th_log("rank %d registered %llu send and %llu receive groups", rank,
+           (unsigned long long)st->groups[0],
+           (unsigned long long)st->groups[1]);
+    TH_ASSERT_LE(st->groups[0], 3);
+    TH_ASSERT_LE(st->groups[1], 3);
+    TH_ASSERT_GT(st->groups[rank], 1); /* the side that had several */
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+
+    /* tcp alone (the staged protocols run on hcr by default): nothing */
+    setenv("UCX_TLS", "tcp", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    TH_ASSERT(ucp_proto_sppln_stats(ucp.worker) == NULL);
+    th_ucp_cleanup(&ucp);
+    for (i = 0; i < n; ++i) {
+        free(buf[i]);
+    }
+}
+
+TH_TEST_TIMEOUT(sppln, staging_at_worker_start, 120)
+{
+    sppln_run(sppln_staging_rank, NULL);
+}
+
+
 /* ---- a peer killed in the middle of a superpipelined transfer --------- */
 
 static void sppln_kill_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
@@ -996,14 +1103,14 @@ TH_TEST_TIMEOUT(sppln, rma_memlock_falls_back, 120)
 }
 
 
-/* ---- UCX_HCR_SPPLN_* count as used when a worker starts ---------------- */
+/* ---- UCX_RNDV_SPPLN_* count as used when a worker starts ---------------- */
 
 TH_TEST(sppln, config_vars_used)
 {
     /* rndv/sppln reads its variables at its first use, after UCP warned
      * about unused ones */
-    th_ucp_assert_var_used(UCP_FEATURE_TAG, "UCX_HCR_SPPLN_THRESH", "64k",
-                           "UCX_HCR_SPPLN_TRESH");
+    th_ucp_assert_var_used(UCP_FEATURE_TAG, "UCX_RNDV_SPPLN_THRESH", "64k",
+                           "UCX_RNDV_SPPLN_TRESH");
 }
 
 
@@ -1077,12 +1184,15 @@ TH_TEST(sppln, schedule_chunks)
 #define SPPLN_FAULT_SHORT_RTR (1u << 3)
 #define SPPLN_FAULT_DUP_ACK   (1u << 4)
 #define SPPLN_FAULT_ACK_AHEAD (1u << 5)
+#define SPPLN_FAULT_FOREIGN   (1u << 6)
 
 void ucp_proto_sppln_test_fault(unsigned faults);
 
 typedef struct {
     unsigned fault;
     int faulty; /* rank that breaks the protocol: 0 sends, 1 receives */
+    int harmless; /* the other rank drops what is broken and the transfer
+                      completes whole */
 } sppln_fault_arg_t;
 
 /* Rank 0 sends one message of several chunks to rank 1 through staging;
@@ -1105,7 +1215,7 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     sppln_env("sppln", "hcr");
     /* several sub-blocks per chunk */
-    setenv("UCX_HCR_SPPLN_SUB_SIZE", "256k", 1);
+    setenv("UCX_RNDV_SPPLN_SUB_SIZE", "256k", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     /* untrusted peers: with error handling, request ids on the wire are
      * looked up, not taken as pointers (a broken peer's late ACK names a
@@ -1124,6 +1234,16 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                                &param);
     }
     TH_ASSERT(!UCS_PTR_IS_ERR(req) && (req != NULL));
+
+    if (arg->harmless) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+        if (rank == 1) {
+            TH_CHECK_PATTERN(buf, size, 77);
+        }
+        th_ucp_flush_barrier(&ucp, oob);
+        fflush(stdout);
+        _exit(0);
+    }
 
     if (rank != arg->faulty) {
         status = th_ucp_wait(&ucp, req, 60.0);
@@ -1155,7 +1275,7 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 #define SPPLN_FAULT_TEST(_name, _fault, _faulty)                               \
     TH_TEST_TIMEOUT(sppln, peer_##_name, 120)                                  \
     {                                                                          \
-        sppln_fault_arg_t arg = {_fault, _faulty};                             \
+        sppln_fault_arg_t arg = {_fault, _faulty, 0};                          \
         setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);                     \
         th_run_procs(2, sppln_fault_rank, &arg);                               \
     }
@@ -1168,6 +1288,18 @@ SPPLN_FAULT_TEST(second_rtr, SPPLN_FAULT_DUP_RTR, 1)
 SPPLN_FAULT_TEST(rtr_without_rkey, SPPLN_FAULT_SHORT_RTR, 1)
 SPPLN_FAULT_TEST(duplicate_ack, SPPLN_FAULT_DUP_ACK, 1)
 SPPLN_FAULT_TEST(ack_out_of_order, SPPLN_FAULT_ACK_AHEAD, 1)
+
+/* a sub-block notification that names another generation of the
+ * receiver's entry (an earlier transfer's, or a peer's that kept an old
+ * rkey) before the real one: dropped, it counts for nothing, and the
+ * transfer completes whole */
+TH_TEST_TIMEOUT(sppln, peer_foreign_notification, 120)
+{
+    sppln_fault_arg_t arg = {SPPLN_FAULT_FOREIGN, 0, 1};
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, sppln_fault_rank, &arg);
+}
 
 /* ---- truncation: a receive smaller than the message -------------------- */
 
@@ -1257,7 +1389,7 @@ SPPLN_TRUNC_TEST(bcopy)
 SPPLN_TRUNC_TEST(zcopy)
 
 
-/* ---- the automatic takeover: UCX_HCR_SPPLN_THRESH=auto ----------------- */
+/* ---- the automatic takeover: UCX_RNDV_SPPLN_THRESH=auto ----------------- */
 
 /* What auto means for a model: its C_0, at least the smallest sub-block
  * (16 KiB), at most a slot (1 MiB) */
@@ -1305,7 +1437,7 @@ static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("auto", "hcr");
-    unsetenv("UCX_HCR_SPPLN_THRESH"); /* the default: auto */
+    unsetenv("UCX_RNDV_SPPLN_THRESH"); /* the default: auto */
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -1375,10 +1507,10 @@ TH_TEST_TIMEOUT(sppln, auto_threshold_follows_model, 120)
 }
 
 
-/* ---- lanes: hcr only by default (UCX_HCR_SPPLN_TLS=hcr) ----------------- */
+/* ---- lanes: hcr only by default (UCX_RNDV_SPPLN_TLS=hcr) ----------------- */
 
 /* Rank 0 sends one message of 1 MiB through the forced superpipeline on
- * the transports of arg->tls, with UCX_HCR_SPPLN_TLS at its default;
+ * the transports of arg->tls, with UCX_RNDV_SPPLN_TLS at its default;
  * arg->max_size says whether rndv/sppln must have sent it (1) or not (0) */
 static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
@@ -1391,7 +1523,7 @@ static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("sppln", arg->tls);
-    unsetenv("UCX_HCR_SPPLN_TLS"); /* the default */
+    unsetenv("UCX_RNDV_SPPLN_TLS"); /* the default */
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     buf = malloc(SPPLN_MB);
@@ -1509,7 +1641,7 @@ TH_TEST_TIMEOUT(sppln, iov_sender_keeps_ucx_protocols, 120)
 }
 
 
-/* ---- UCX_HCR_SPPLN_COPY_ASYNC=n: never the engine ---------------------- */
+/* ---- UCX_RNDV_SPPLN_COPY_ASYNC=n: never the engine ---------------------- */
 
 /* the model of copy_engine_auto_dma_like_model, under which auto uses the
  * engine: n keeps the sender's own copy */
@@ -1518,7 +1650,7 @@ TH_TEST_TIMEOUT(sppln, copy_engine_off_dma_like_model, 300)
     sppln_arg_t arg = {"sppln", "hcr", 4 * SPPLN_MB, 0,
                        SPPLN_MODEL_BASE "engine thread 2e-7 5e-8 3e10 0.9 0\n"};
 
-    setenv("UCX_HCR_SPPLN_COPY_ASYNC", "n", 1);
+    setenv("UCX_RNDV_SPPLN_COPY_ASYNC", "n", 1);
     sppln_run(sppln_integrity_rank, &arg);
 }
 
@@ -1552,7 +1684,7 @@ sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("auto", "hcr");
-    unsetenv("UCX_HCR_SPPLN_THRESH");
+    unsetenv("UCX_RNDV_SPPLN_THRESH");
     setenv("UCX_PROTO_INFO", "y", 1);
     if (rank == 0) {
         fflush(stdout);
@@ -1580,8 +1712,7 @@ sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         close(fd);
         th_log("UCX_PROTO_INFO:\n%s", text);
 
-        TH_ASSERT_UCS_OK(
-                ucs_calib_model_read(getenv("UCX_HCR_CALIB_FILE"), &m));
+        TH_ASSERT_UCS_OK(ucs_calib_model_read(getenv("UCX_CALIB_FILE"), &m));
         ucs_calib_derive(&m, &d);
         TH_ASSERT_LT(d.sp_thresh, SPPLN_MB);
         snprintf(expect[0], sizeof(expect[0]), " %s..inf |",

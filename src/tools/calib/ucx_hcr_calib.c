@@ -42,11 +42,11 @@ static void usage(void)
            "  -f        measure again instead of reading the cache\n"
            "  -p        parsable output: key=value lines\n"
            "  -m        print the model in the cache's file format (for\n"
-           "            UCX_HCR_CALIB_FILE)\n"
+           "            UCX_CALIB_FILE)\n"
            "  -P FILE   plot registration vs copy cost against size (PNG)\n"
            "  -h        this help\n"
-           "Settings: UCX_HCR_CALIB_MODE, UCX_HCR_CALIB_DIR, "
-           "UCX_HCR_CALIB_FILE (see ucx_info -c -f).\n");
+           "Settings: UCX_CALIB_MODE, UCX_CALIB_DIR, "
+           "UCX_CALIB_FILE (see ucx_info -c -f).\n");
 }
 
 static void size_str(size_t size, char *buf, size_t max)
@@ -185,7 +185,7 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
         }
     }
     print_engine_choice(m, "  superpipeline stages with: %s "
-                           "(UCX_HCR_SPPLN_COPY_ASYNC=auto)\n");
+                           "(UCX_RNDV_SPPLN_COPY_ASYNC=auto)\n");
     printf("md reg_cost (ucx_info -d)\n  %.3f us + %.3f ns/KiB\n",
            md_attr->reg_cost.c * 1e6, md_attr->reg_cost.m * 1e9 * UCS_KBYTE);
 }
@@ -301,8 +301,10 @@ static int show_md(uct_component_h comp, const char *md_name,
 
     status = ucs_calib_find(md_name, &model, &source);
     if (status != UCS_OK) {
-        fprintf(stderr, "%s: no measured model (is the hcr module installed,"
-                " and UCX_HCR_CALIB_MODE not 'off'?)\n", md_name);
+        fprintf(stderr,
+                "%s: no measured model (is the hcr module installed,"
+                " and UCX_CALIB_MODE not 'off'?)\n",
+                md_name);
         ret = -1;
         goto out;
     }
@@ -342,7 +344,7 @@ int main(int argc, char **argv)
             opts.dev_name = optarg;
             break;
         case 'f':
-            setenv("UCX_HCR_CALIB_MODE", "force", 1);
+            setenv("UCX_CALIB_MODE", "force", 1);
             break;
         case 'p':
             opts.parsable = 1;

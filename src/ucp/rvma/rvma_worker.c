@@ -13,7 +13,7 @@
 #include <ucp/core/ucp_worker.h>
 #include <ucp/core/ucp_context.h>
 #include <ucs/calib/calib.h>
-#include <ucs/config/parser.h>
+#include <ucs/config/field_types.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/compiler.h>
@@ -41,7 +41,7 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
          "(ucpx_rvma.h);\n"
          "the application must not register handlers on them. Initiator and\n"
          "target must use the same value.",
-         ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CALIB_CONFIG_TYPE_UINT},
+         ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CONFIG_TYPE_UINT_STRICT},
 
         {"FAST", "y",
          "Fast path where the active message lane can put with notification\n"
@@ -57,14 +57,14 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
          "puts\n"
          "(registered memory on both sides).",
          ucs_offsetof(ucp_rvma_config_t, ring_size),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {"FAST_MAX", "16k",
          "Largest put that the fast path copies into the ring. At most a "
          "quarter\n"
          "of RING_SIZE.",
          ucs_offsetof(ucp_rvma_config_t, fast_max),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {"READ_MAX", "inf",
          "Largest put that the fast path sends as a record naming the\n"
@@ -76,7 +76,7 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
          "or where the lane cannot read, they and any put that finds the ring\n"
          "full take the active message path.",
          ucs_offsetof(ucp_rvma_config_t, read_max),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {"RING_POLL", "y",
          "Find fast path records by polling the rings, as soon as a record's\n"

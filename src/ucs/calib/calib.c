@@ -11,7 +11,7 @@
 #include "calib.h"
 
 #include <ucs/algorithm/crc.h>
-#include <ucs/config/parser.h>
+#include <ucs/config/field_types.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
@@ -72,33 +72,47 @@ typedef struct {
 } ucs_calib_config_t;
 
 static ucs_config_field_t ucs_calib_config_table[] = {
-    {"MODE", "auto",
-     "How ucx-hcr obtains the measured cost model (registration, memcpy by\n"
-     "working set, network latency, bandwidth and gap) of a device:\n"
-     " auto  - read it from the per-host cache, measure it when missing.\n"
-     " force - measure it again and rewrite the cache.\n"
-     " off   - do not measure: keep UCX's constant cost estimates.",
-     ucs_offsetof(ucs_calib_config_t, mode),
-     UCS_CONFIG_TYPE_ENUM(ucs_calib_mode_names)},
+        /* the names of ucx-hcr 0.x, until the next release */
+        UCS_CONFIG_RENAMED_FIELD("HCR_CALIB_MODE", "CALIB_MODE", "auto",
+                                 ucs_offsetof(ucs_calib_config_t, mode),
+                                 UCS_CONFIG_TYPE_ENUM(ucs_calib_mode_names)),
 
-    {"DIR", "auto",
-     "Directory of the calibration cache. auto: $XDG_CACHE_HOME/ucx-hcr,\n"
-     "else $HOME/.cache/ucx-hcr, else /tmp/ucx-hcr-<uid>. A cached model is\n"
-     "specific to the host, the device and the settings that change its\n"
-     "costs.",
-     ucs_offsetof(ucs_calib_config_t, dir), UCS_CONFIG_TYPE_STRING},
+        UCS_CONFIG_RENAMED_FIELD("HCR_CALIB_DIR", "CALIB_DIR", "auto",
+                                 ucs_offsetof(ucs_calib_config_t, dir),
+                                 UCS_CONFIG_TYPE_STRING),
 
-    {"FILE", "",
-     "A cost model written by hand (the format of the cache files, see\n"
-     "ucx_hcr_calib -m), used for every device instead of measuring.",
-     ucs_offsetof(ucs_calib_config_t, file), UCS_CONFIG_TYPE_STRING},
+        UCS_CONFIG_RENAMED_FIELD("HCR_CALIB_FILE", "CALIB_FILE", "",
+                                 ucs_offsetof(ucs_calib_config_t, file),
+                                 UCS_CONFIG_TYPE_STRING),
 
-    {NULL}
-};
+        {"CALIB_MODE", "auto",
+         "How the measured cost model of a device (registration, memcpy by\n"
+         "working set, network latency, bandwidth and gap) is obtained:\n"
+         " auto  - read it from the per-host cache, measure it when missing.\n"
+         " force - measure it again and rewrite the cache.\n"
+         " off   - do not measure: keep UCX's constant cost estimates.",
+         ucs_offsetof(ucs_calib_config_t, mode),
+         UCS_CONFIG_TYPE_ENUM(ucs_calib_mode_names)},
 
-UCS_CONFIG_REGISTER_TABLE(ucs_calib_config_table, "Cost calibration",
-                          "HCR_CALIB_", ucs_calib_config_t,
-                          &ucs_config_global_list)
+        {"CALIB_DIR", "auto",
+         "Directory of the calibration cache. auto: "
+         "$XDG_CACHE_HOME/ucx-calib,\n"
+         "else $HOME/.cache/ucx-calib, else /tmp/ucx-calib-<uid>. A cached "
+         "model\n"
+         "is specific to the host, the device and the settings that change "
+         "its\n"
+         "costs.",
+         ucs_offsetof(ucs_calib_config_t, dir), UCS_CONFIG_TYPE_STRING},
+
+        {"CALIB_FILE", "",
+         "A cost model written by hand (the format of the cache files, see\n"
+         "ucx_hcr_calib -m), used for every device instead of measuring.",
+         ucs_offsetof(ucs_calib_config_t, file), UCS_CONFIG_TYPE_STRING},
+
+        {NULL}};
+
+UCS_CONFIG_REGISTER_TABLE(ucs_calib_config_table, "Cost calibration", "",
+                          ucs_calib_config_t, &ucs_config_global_list)
 
 
 /* models this process obtained, by device */
@@ -109,7 +123,7 @@ typedef struct {
     ucs_calib_source_t source; /* where ucs_calib_get() first got it */
 } ucs_calib_entry_t;
 
-/* the last UCX_HCR_CALIB_FILE refused, so that it is reported once */
+/* the last UCX_CALIB_FILE refused, so that it is reported once */
 static char ucs_calib_bad_file[PATH_MAX];
 
 static pthread_mutex_t ucs_calib_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -168,7 +182,7 @@ static void ucs_calib_mkdir_parents(const char *dir)
  * Create the cache directory (mode 0700) or find it, and check, without
  * following a link, that it is a directory of this user that nobody else
  * may enter. A directory someone else made (another user can create
- * /tmp/ucx-hcr-<uid> first, or plant a link there) or left open must not
+ * /tmp/ucx-calib-<uid> first, or plant a link there) or left open must not
  * supply models, nor receive them.
  */
 static ucs_status_t ucs_calib_dir_check(const char *dir)
@@ -209,12 +223,12 @@ static ucs_status_t ucs_calib_cache_dir(const ucs_calib_config_t *config,
     if (strcmp(config->dir, "auto")) {
         ucs_strncpy_zero(dir, config->dir, max);
     } else if ((base = getenv("XDG_CACHE_HOME")) != NULL) {
-        ucs_snprintf_safe(dir, max, "%s/ucx-hcr", base);
+        ucs_snprintf_safe(dir, max, "%s/ucx-calib", base);
     } else if ((base = getenv("HOME")) != NULL) {
-        ucs_snprintf_safe(dir, max, "%s/.cache/ucx-hcr", base);
+        ucs_snprintf_safe(dir, max, "%s/.cache/ucx-calib", base);
     } else {
         /* a shared directory: only one this user made (checked below) */
-        ucs_snprintf_safe(dir, max, "/tmp/ucx-hcr-%u", (unsigned)geteuid());
+        ucs_snprintf_safe(dir, max, "/tmp/ucx-calib-%u", (unsigned)geteuid());
     }
 
     /* the parent (~/.cache) may not exist yet either */
@@ -380,8 +394,7 @@ ucs_status_t ucs_calib_get(const char *dev_name, const char *dev_key,
     ucs_status_t status;
 
     status = ucs_config_parser_fill_opts(&config, ucs_calib_config_table,
-                                         UCS_DEFAULT_ENV_PREFIX, "HCR_CALIB_",
-                                         0);
+                                         UCS_DEFAULT_ENV_PREFIX, "", 0);
     if (status != UCS_OK) {
         return status;
     }
@@ -406,7 +419,7 @@ ucs_status_t ucs_calib_get(const char *dev_name, const char *dev_key,
             status = ucs_calib_model_read(config.file, model);
             if (status == UCS_ERR_NO_ELEM) {
                 ucs_error("cannot open calibration model "
-                          "UCX_HCR_CALIB_FILE=%s: %m",
+                          "UCX_CALIB_FILE=%s: %m",
                           config.file);
             }
             if (status != UCS_OK) {
@@ -461,58 +474,4 @@ UCS_STATIC_CLEANUP {
         ucs_list_del(&entry->list);
         ucs_free(entry);
     }
-}
-
-
-/* a minus sign anywhere: UCX's parsers would take it as a huge value */
-static int ucs_calib_config_negative(const char *buf)
-{
-    return strchr(buf, '-') != NULL;
-}
-
-int ucs_calib_config_sscanf_memunits(const char *buf, void *dest,
-                                     const void *arg)
-{
-    return !ucs_calib_config_negative(buf) &&
-           ucs_config_sscanf_memunits(buf, dest, arg);
-}
-
-int ucs_calib_config_sscanf_uint(const char *buf, void *dest, const void *arg)
-{
-    return !ucs_calib_config_negative(buf) &&
-           (ucs_config_sscanf_uint(buf, dest, arg) == 1);
-}
-
-int ucs_calib_config_sscanf_count(const char *buf, void *dest, const void *arg)
-{
-    /* "inf" threads or queue entries would be 2^32-1 of them */
-    return strcasecmp(buf, UCS_NUMERIC_INF_STR) &&
-           ucs_calib_config_sscanf_uint(buf, dest, arg) &&
-           (*(unsigned *)dest >= 1);
-}
-
-int ucs_calib_config_sscanf_double(const char *buf, void *dest, const void *arg)
-{
-    double value;
-
-    if ((ucs_config_sscanf_double(buf, &value, arg) != 1) || !isfinite(value) ||
-        (value < 0)) {
-        return 0;
-    }
-
-    *(double *)dest = value;
-    return 1;
-}
-
-int ucs_calib_config_sscanf_time(const char *buf, void *dest, const void *arg)
-{
-    double value;
-
-    if (!ucs_config_sscanf_time(buf, &value, arg) || !isfinite(value) ||
-        (value < 0)) {
-        return 0;
-    }
-
-    *(double *)dest = value;
-    return 1;
 }

@@ -113,7 +113,7 @@ typedef struct {
 typedef enum {
     UCS_CALIB_SOURCE_MEASURED, /* measured now */
     UCS_CALIB_SOURCE_CACHE,    /* read from the per-host cache */
-    UCS_CALIB_SOURCE_FILE,     /* supplied by the user (UCX_HCR_CALIB_FILE) */
+    UCS_CALIB_SOURCE_FILE, /* supplied by the user (UCX_CALIB_FILE) */
     UCS_CALIB_SOURCE_PROCESS   /* already obtained by this process */
 } ucs_calib_source_t;
 
@@ -126,7 +126,7 @@ typedef ucs_status_t (*ucs_calib_measure_func_t)(void *arg,
 /**
  * Get the model of a device: from this process' earlier result, from the
  * cache, or by measuring it (the device part with @a measure, the host part
- * here). UCX_HCR_CALIB_MODE=force measures again; =off returns
+ * here). UCX_CALIB_MODE=force measures again; =off returns
  * UCS_ERR_UNSUPPORTED so that callers keep UCX's constants.
  *
  * @param [in]  dev_name  Device the model is for, e.g. "softverbs0".
@@ -154,6 +154,14 @@ ucs_status_t ucs_calib_find(const char *dev_name, ucs_calib_model_t *model,
 
 /* Measure memcpy bandwidth by working set and the first-touch cost */
 ucs_status_t ucs_calib_measure_memcpy(ucs_calib_model_t *model);
+
+
+/* The working sets memcpy is measured at, given the data cache sizes (bytes,
+ * 0 for unknown) from the first level on: half of each cache level, and a
+ * DRAM point; ascending, at most UCS_CALIB_MAX_COPY_POINTS. Returns their
+ * number. */
+unsigned ucs_calib_copy_sizes_for(const size_t *caches, unsigned num_caches,
+                                  size_t *sizes);
 
 
 /* Measure the copy engine's backends (those that can run here) */
@@ -313,66 +321,6 @@ void ucs_calib_escape(const void *data, size_t length, char *buf, size_t max);
 
 const char *ucs_calib_source_name(ucs_calib_source_t source);
 
-
-/*
- * Types of ucx-hcr's settings (UCX_HCR_*): UCX's own parsers read "-1" as a
- * size of 2^64-1 (UCX's "inf"), "-3" as 2^64-3, "-1" as a count of 2^32-1,
- * and "nan" as a number. These refuse a minus sign, NaN and infinities with
- * UCX's "Invalid value" error, and otherwise read what UCX's types read.
- */
-int ucs_calib_config_sscanf_memunits(const char *buf, void *dest,
-                                     const void *arg);
-int ucs_calib_config_sscanf_uint(const char *buf, void *dest, const void *arg);
-int ucs_calib_config_sscanf_count(const char *buf, void *dest, const void *arg);
-int ucs_calib_config_sscanf_double(const char *buf, void *dest,
-                                   const void *arg);
-int ucs_calib_config_sscanf_time(const char *buf, void *dest, const void *arg);
-
-/* bytes: <number>[b|kb|mb|gb], "inf" or "auto"; never negative */
-#define UCS_CALIB_CONFIG_TYPE_MEMUNITS                                         \
-    {                                                                          \
-        ucs_calib_config_sscanf_memunits, ucs_config_sprintf_memunits,         \
-                ucs_config_clone_ulong, ucs_config_release_nop,                \
-                ucs_config_help_generic,                                       \
-                "memory units: <number>[b|kb|mb|gb], \"inf\", or \"auto\" "    \
-                "(not "                                                        \
-                "negative)"                                                    \
-    }
-
-/* an unsigned integer, 0 included, or "inf" */
-#define UCS_CALIB_CONFIG_TYPE_UINT                                             \
-    {                                                                          \
-        ucs_calib_config_sscanf_uint, ucs_config_sprintf_uint,                 \
-                ucs_config_clone_uint, ucs_config_release_nop,                 \
-                ucs_config_help_generic, "unsigned integer (not negative)"     \
-    }
-
-/* a number of threads, slots or entries: at least 1 */
-#define UCS_CALIB_CONFIG_TYPE_COUNT                                            \
-    {                                                                          \
-        ucs_calib_config_sscanf_count, ucs_config_sprintf_uint,                \
-                ucs_config_clone_uint, ucs_config_release_nop,                 \
-                ucs_config_help_generic, "count: an integer of at least 1"     \
-    }
-
-/* a finite number, not negative */
-#define UCS_CALIB_CONFIG_TYPE_DOUBLE                                           \
-    {                                                                          \
-        ucs_calib_config_sscanf_double, ucs_config_sprintf_double,             \
-                ucs_config_clone_double, ucs_config_release_nop,               \
-                ucs_config_help_generic,                                       \
-                "floating point number, finite, not negative"                  \
-    }
-
-/* a time, finite and not negative */
-#define UCS_CALIB_CONFIG_TYPE_TIME                                             \
-    {                                                                          \
-        ucs_calib_config_sscanf_time, ucs_config_sprintf_time,                 \
-                ucs_config_clone_double, ucs_config_release_nop,               \
-                ucs_config_help_generic,                                       \
-                "time value: <number>[s|us|ms|ns], not "                       \
-                "negative"                                                     \
-    }
 
 END_C_DECLS
 

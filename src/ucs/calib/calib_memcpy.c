@@ -98,21 +98,25 @@ err:
     return UCS_ERR_NO_MEMORY;
 }
 
-/* working sets: half of each data cache level, and DRAM */
-static unsigned ucs_calib_copy_sizes(size_t *sizes)
+unsigned ucs_calib_copy_sizes_for(const size_t *caches, unsigned num_caches,
+                                  size_t *sizes)
 {
-    static const ucs_cpu_cache_type_t levels[] = {
-        UCS_CPU_CACHE_L1d, UCS_CPU_CACHE_L2, UCS_CPU_CACHE_L3
-    };
-    size_t cache, largest = 0;
+    size_t half, largest = 0;
     unsigned i, n = 0;
 
-    for (i = 0; i < ucs_static_array_size(levels); ++i) {
-        cache = ucs_cpu_get_cache_size(levels[i]);
-        if ((cache / 2) > largest) {
-            sizes[n++] = cache / 2;
-            largest    = cache / 2;
+    for (i = 0; i < num_caches; ++i) {
+        half = caches[i] / 2;
+        if (half <= largest) {
+            continue; /* unknown (0), or not larger than the level before */
         }
+        if ((half * 2) > UCS_CALIB_DRAM_MAX) {
+            /* beyond what the DRAM point may cost: a virtual machine may
+             * report its host's whole last-level cache; the DRAM point
+             * stands for this level and those after it */
+            break;
+        }
+        sizes[n++] = half;
+        largest    = half;
     }
 
     if (n == 0) {
@@ -124,10 +128,22 @@ static unsigned ucs_calib_copy_sizes(size_t *sizes)
     }
 
     /* twice the last level: the copy's source and destination no longer
-     * fit in it (half of it already is the previous point) */
+     * fit in it (half of it already is the previous point); above it, since
+     * a cache level is kept only when twice its point fits DRAM_MAX */
     sizes[n++] = ucs_min(ucs_max(largest * 4, UCS_CALIB_DRAM_MIN),
                          UCS_CALIB_DRAM_MAX);
     return n;
+}
+
+/* working sets: half of each data cache level, and DRAM */
+static unsigned ucs_calib_copy_sizes(size_t *sizes)
+{
+    const size_t caches[] = {ucs_cpu_get_cache_size(UCS_CPU_CACHE_L1d),
+                             ucs_cpu_get_cache_size(UCS_CPU_CACHE_L2),
+                             ucs_cpu_get_cache_size(UCS_CPU_CACHE_L3)};
+
+    return ucs_calib_copy_sizes_for(caches, ucs_static_array_size(caches),
+                                    sizes);
 }
 
 static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)

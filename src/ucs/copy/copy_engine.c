@@ -11,8 +11,7 @@
 #include "copy_engine_int.h"
 
 #include <ucs/arch/cpu.h>
-#include <ucs/calib/calib.h>
-#include <ucs/config/parser.h>
+#include <ucs/config/field_types.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -33,9 +32,53 @@ static const ucs_copy_backend_ops_t *ucs_copy_backends[] = {
 };
 
 static ucs_config_field_t ucs_copy_engine_config_table[] = {
-        {"ENGINE", "auto",
-         "Backend of the asynchronous copy engine used by the copy stages of\n"
-         "ucx-hcr's protocols:\n"
+        /* the names of ucx-hcr 0.x, until the next release */
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_ENGINE", "COPY_ENGINE", "auto",
+                                 ucs_offsetof(ucs_copy_engine_config_t,
+                                              backend),
+                                 UCS_CONFIG_TYPE_ENUM(ucs_copy_backend_names)),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_THREADS", "COPY_ENGINE_THREADS", "1",
+                                 ucs_offsetof(ucs_copy_engine_config_t,
+                                              num_threads),
+                                 UCS_CONFIG_TYPE_COUNT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_CPUS", "COPY_ENGINE_CPUS", "auto",
+                                 ucs_offsetof(ucs_copy_engine_config_t, cpus),
+                                 UCS_CONFIG_TYPE_STRING),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_INLINE_THRESH",
+                                 "COPY_ENGINE_INLINE_THRESH", "4k",
+                                 ucs_offsetof(ucs_copy_engine_config_t,
+                                              inline_thresh),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_CHUNK", "COPY_ENGINE_CHUNK", "256k",
+                                 ucs_offsetof(ucs_copy_engine_config_t,
+                                              chunk_size),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_QUEUE_LEN", "COPY_ENGINE_QUEUE_LEN",
+                                 "1024",
+                                 ucs_offsetof(ucs_copy_engine_config_t,
+                                              queue_len),
+                                 UCS_CONFIG_TYPE_COUNT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_SPIN_TIME", "COPY_ENGINE_SPIN_TIME",
+                                 "50us",
+                                 ucs_offsetof(ucs_copy_engine_config_t,
+                                              spin_time),
+                                 UCS_CONFIG_TYPE_TIME_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_COPY_SPIN_MAX", "COPY_ENGINE_SPIN_MAX",
+                                 "1ms",
+                                 ucs_offsetof(ucs_copy_engine_config_t,
+                                              spin_max),
+                                 UCS_CONFIG_TYPE_TIME_STRICT),
+
+        {"COPY_ENGINE", "auto",
+         "Backend of the asynchronous copy engine, which copy stages of\n"
+         "protocols (e.g. the staged rendezvous) post copies to:\n"
          " memcpy - synchronous copy by the posting thread.\n"
          " thread - helper threads on other cores copy while the caller goes "
          "on.\n"
@@ -44,12 +87,12 @@ static ucs_config_field_t ucs_copy_engine_config_table[] = {
          ucs_offsetof(ucs_copy_engine_config_t, backend),
          UCS_CONFIG_TYPE_ENUM(ucs_copy_backend_names)},
 
-        {"THREADS", "1",
+        {"COPY_ENGINE_THREADS", "1",
          "Number of helper threads of the thread backend (at least 1).",
          ucs_offsetof(ucs_copy_engine_config_t, num_threads),
-         UCS_CALIB_CONFIG_TYPE_COUNT},
+         UCS_CONFIG_TYPE_COUNT},
 
-        {"CPUS", "auto",
+        {"COPY_ENGINE_CPUS", "auto",
          "Cores for the helper threads: 'auto' (cores of the process' "
          "affinity\n"
          "mask other than the creating thread's, if any), or a "
@@ -57,50 +100,47 @@ static ucs_config_field_t ucs_copy_engine_config_table[] = {
          "list of core numbers.",
          ucs_offsetof(ucs_copy_engine_config_t, cpus), UCS_CONFIG_TYPE_STRING},
 
-        {"INLINE_THRESH", "4k",
+        {"COPY_ENGINE_INLINE_THRESH", "4k",
          "Copies up to this size are done by the posting thread: handing them\n"
          "to a helper costs more than the copy.",
          ucs_offsetof(ucs_copy_engine_config_t, inline_thresh),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"CHUNK", "256k",
+        {"COPY_ENGINE_CHUNK", "256k",
          "With several helper threads, copies larger than this are split into\n"
          "pieces of this size that the threads share.",
          ucs_offsetof(ucs_copy_engine_config_t, chunk_size),
-         UCS_CALIB_CONFIG_TYPE_MEMUNITS},
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"QUEUE_LEN", "1024",
+        {"COPY_ENGINE_QUEUE_LEN", "1024",
          "Copies (pieces) in flight per engine before a post returns\n"
          "UCS_ERR_NO_RESOURCE (at least 1; the queue holds the next power of\n"
          "two, and at least 2).",
          ucs_offsetof(ucs_copy_engine_config_t, queue_len),
-         UCS_CALIB_CONFIG_TYPE_COUNT},
+         UCS_CONFIG_TYPE_COUNT},
 
-        {"SPIN_TIME", "50us",
+        {"COPY_ENGINE_SPIN_TIME", "50us",
          "How long an idle helper thread polls for new copies before it "
          "sleeps.\n"
          "Polling saves the wake-up latency and costs a core meanwhile.",
          ucs_offsetof(ucs_copy_engine_config_t, spin_time),
-         UCS_CALIB_CONFIG_TYPE_TIME},
+         UCS_CONFIG_TYPE_TIME_STRICT},
 
-        {"SPIN_MAX", "1ms",
-         "Longest polling window of an idle helper thread. The window starts "
-         "at\n"
-         "SPIN_TIME and doubles each time a helper is woken less than "
-         "SPIN_MAX\n"
-         "after it went to sleep (copies come at a steady pace, and waking a\n"
-         "thread costs tens of microseconds on a virtual machine); it halves\n"
-         "after a longer sleep. Polling costs a core meanwhile. A value not "
-         "above\n"
-         "SPIN_TIME keeps the window fixed.",
+        {"COPY_ENGINE_SPIN_MAX", "1ms",
+         "Longest polling window of an idle helper thread. The window starts\n"
+         "at COPY_ENGINE_SPIN_TIME and doubles each time a helper is woken\n"
+         "less than COPY_ENGINE_SPIN_MAX after it went to sleep (copies come\n"
+         "at a steady pace, and waking a thread costs tens of microseconds on\n"
+         "a virtual machine); it halves after a longer sleep. Polling costs a\n"
+         "core meanwhile. A value not above COPY_ENGINE_SPIN_TIME keeps the\n"
+         "window fixed.",
          ucs_offsetof(ucs_copy_engine_config_t, spin_max),
-         UCS_CALIB_CONFIG_TYPE_TIME},
+         UCS_CONFIG_TYPE_TIME_STRICT},
 
         {NULL}};
 
-UCS_CONFIG_REGISTER_TABLE(ucs_copy_engine_config_table, "Copy engine",
-                          "HCR_COPY_", ucs_copy_engine_config_t,
-                          &ucs_config_global_list)
+UCS_CONFIG_REGISTER_TABLE(ucs_copy_engine_config_table, "Copy engine", "",
+                          ucs_copy_engine_config_t, &ucs_config_global_list)
 
 
 const char *ucs_copy_backend_name(ucs_copy_backend_t backend)
@@ -115,8 +155,7 @@ ucs_copy_backend_t ucs_copy_engine_config_backend(void)
     ucs_copy_backend_t backend;
 
     if (ucs_config_parser_fill_opts(&config, ucs_copy_engine_config_table,
-                                    UCS_DEFAULT_ENV_PREFIX, "HCR_COPY_",
-                                    0) != UCS_OK) {
+                                    UCS_DEFAULT_ENV_PREFIX, "", 0) != UCS_OK) {
         return UCS_COPY_BACKEND_AUTO;
     }
 
@@ -130,8 +169,7 @@ void ucs_copy_engine_config_str(char *buf, size_t max)
     ucs_copy_engine_config_t config;
 
     if (ucs_config_parser_fill_opts(&config, ucs_copy_engine_config_table,
-                                    UCS_DEFAULT_ENV_PREFIX, "HCR_COPY_",
-                                    0) != UCS_OK) {
+                                    UCS_DEFAULT_ENV_PREFIX, "", 0) != UCS_OK) {
         ucs_strncpy_zero(buf, "?", max);
         return;
     }
@@ -189,10 +227,8 @@ ucs_status_t ucs_copy_engine_create(const ucs_copy_engine_params_t *params,
         params = &default_params;
     }
 
-    status = ucs_config_parser_fill_opts(&config,
-                                         ucs_copy_engine_config_table,
-                                         UCS_DEFAULT_ENV_PREFIX, "HCR_COPY_",
-                                         0);
+    status = ucs_config_parser_fill_opts(&config, ucs_copy_engine_config_table,
+                                         UCS_DEFAULT_ENV_PREFIX, "", 0);
     if (status != UCS_OK) {
         return status;
     }

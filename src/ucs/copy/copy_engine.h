@@ -24,7 +24,7 @@ BEGIN_C_DECLS
  * applied to the copy stages of UCX's protocols: the sender can post the next
  * RDMA and the receiver keep polling while chunks move.
  *
- * Backends, chosen at run time (UCX_HCR_COPY_ENGINE):
+ * Backends, chosen at run time (UCX_COPY_ENGINE):
  *  - memcpy: synchronous copy by the posting thread (always available; every
  *            post completes immediately).
  *  - thread: helper threads, placed on cores other than the creating
@@ -82,7 +82,7 @@ typedef struct ucs_copy_req {
  * Parameters of ucs_copy_engine_create().
  */
 typedef struct ucs_copy_engine_params {
-    /** Backend; UCS_COPY_BACKEND_AUTO takes UCX_HCR_COPY_ENGINE */
+    /** Backend; UCS_COPY_BACKEND_AUTO takes UCX_COPY_ENGINE */
     ucs_copy_backend_t backend;
     /** UCS_COPY_ENGINE_FLAG_xx */
     unsigned           flags;
@@ -106,9 +106,9 @@ typedef struct ucs_copy_engine_attr {
                                            copies cost the rest of the host
                                            (0 for memcpy, whose copies the
                                            caller pays for) */
-    uint64_t           num_wakeups;   /**< Posts that had to wake a sleeping
+    uint64_t num_wakeups; /**< Posts that had to wake a sleeping
                                            helper (see
-                                           UCX_HCR_COPY_SPIN_MAX) */
+                                           UCX_COPY_ENGINE_SPIN_MAX) */
     uint64_t           num_busy_idles; /**< Idle periods in which a helper
                                             kept its polling window short
                                             because the host had more
@@ -190,7 +190,7 @@ void ucs_copy_engine_query(ucs_copy_engine_t *engine,
 
 
 /**
- * @return The backend UCX_HCR_COPY_ENGINE names (UCS_COPY_BACKEND_AUTO for
+ * @return The backend UCX_COPY_ENGINE names (UCS_COPY_BACKEND_AUTO for
  *         "auto").
  */
 ucs_copy_backend_t ucs_copy_engine_config_backend(void);
@@ -198,7 +198,7 @@ ucs_copy_backend_t ucs_copy_engine_config_backend(void);
 
 /**
  * Write the configured settings that change how the backends perform
- * (UCX_HCR_COPY_*) to @a buf, e.g. to tell measurements apart.
+ * (UCX_COPY_ENGINE*) to @a buf, e.g. to tell measurements apart.
  */
 void ucs_copy_engine_config_str(char *buf, size_t max);
 

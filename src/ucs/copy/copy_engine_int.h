@@ -12,7 +12,7 @@
 #include <ucs/config/types.h>
 
 
-/* UCX_HCR_COPY_* configuration, see copy_engine.c */
+/* UCX_COPY_ENGINE* configuration, see copy_engine.c */
 typedef struct ucs_copy_engine_config {
     ucs_copy_backend_t backend;
     unsigned           num_threads;

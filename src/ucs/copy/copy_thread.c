@@ -33,7 +33,7 @@
  * The helper-thread backend.
  *
  * Posted copies are cut into pieces (one per copy with a single helper; pieces
- * of UCX_HCR_COPY_CHUNK with several, so that they share a large copy) and put
+ * of UCX_COPY_ENGINE_CHUNK with several, so that they share a large copy) and put
  * in a ring. Helpers take pieces in order, copy, and account for them in the
  * request; the last piece publishes the request's status.
  *
@@ -48,10 +48,10 @@
  * The polling window adapts like KVM's halt polling: waking a sleeping thread
  * costs tens of microseconds on a virtual machine, which a copy posted every
  * 100 us or so would pay each time. A helper woken soon after it went to
- * sleep (less than UCX_HCR_COPY_SPIN_MAX) doubles the window, up to that
- * maximum; one that slept longer halves it, down to UCX_HCR_COPY_SPIN_TIME.
+ * sleep (less than UCX_COPY_ENGINE_SPIN_MAX) doubles the window, up to that
+ * maximum; one that slept longer halves it, down to UCX_COPY_ENGINE_SPIN_TIME.
  * While the host has more runnable threads than cores, a helper polls for
- * UCX_HCR_COPY_SPIN_TIME only and the window halves: polling would take a
+ * UCX_COPY_ENGINE_SPIN_TIME only and the window halves: polling would take a
  * core from the callers, and the scheduler runs a polling helper only in its
  * turn, whereas a woken one preempts.
  */
@@ -84,7 +84,7 @@ typedef struct ucs_copy_thread_engine {
     unsigned          num_cpus;    /* online cores */
     unsigned          num_started;
     pthread_t         *threads;
-    /* placement (UCX_HCR_COPY_CPUS=auto): keep helpers off the caller's core
+    /* placement (UCX_COPY_ENGINE_CPUS=auto): keep helpers off the caller's core
      * even when the caller migrates */
     int               follow;
     int               caller_cpu;  /* where the caller posted last */
@@ -103,7 +103,7 @@ static int ucs_copy_thread_has_work(ucs_copy_thread_engine_t *engine)
  * of /proc/loadavg counts them, the helper included). Polling then takes a
  * core from a caller, and the scheduler lets a polling helper run only in
  * its turn, whereas a sleeping one preempts when it is woken. A few us,
- * paid only before a polling window longer than UCX_HCR_COPY_SPIN_TIME, that
+ * paid only before a polling window longer than UCX_COPY_ENGINE_SPIN_TIME, that
  * is once per idle period of a lightly used engine; it runs under the lock,
  * so a post that comes meanwhile waits that long at most.
  */
@@ -424,7 +424,7 @@ ucs_copy_thread_create(const ucs_copy_engine_config_t *config,
     engine->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
     if (engine->loadavg_fd < 0) {
         ucs_debug("copy engine '%s': cannot open /proc/loadavg (%m), the "
-                  "helpers poll for UCX_HCR_COPY_SPIN_TIME only",
+                  "helpers poll for UCX_COPY_ENGINE_SPIN_TIME only",
                   engine->super.name);
         engine->spin_max = engine->spin_time;
     }

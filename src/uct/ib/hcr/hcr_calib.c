@@ -641,7 +641,7 @@ void uct_hcr_calib_md_open(uct_ib_md_t *md)
 
     status = uct_hcr_calib_get(md, &model, &source);
     if (status == UCS_ERR_UNSUPPORTED) {
-        return; /* UCX_HCR_CALIB_MODE=off: UCX's constants stay */
+        return; /* UCX_CALIB_MODE=off: UCX's constants stay */
     } else if (status != UCS_OK) {
         ucs_diag("hcr: %s: calibration failed (%s), keeping the constant "
                  "registration cost", uct_ib_device_name(&md->dev),

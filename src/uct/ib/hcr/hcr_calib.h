@@ -21,7 +21,7 @@ ucs_status_t uct_hcr_calib_get(uct_ib_md_t *md, ucs_calib_model_t *model,
 
 /**
  * uct_ib_md_open_hook: measure the device; with direct registration, replace
- * the md's constant reg_cost with the measured one (UCX_HCR_CALIB_MODE=off
+ * the md's constant reg_cost with the measured one (UCX_CALIB_MODE=off
  * keeps it; with a registration cache, the md keeps the lookup cost).
  */
 void uct_hcr_calib_md_open(uct_ib_md_t *md);

@@ -34,13 +34,13 @@ static ucs_config_field_t uct_hcr_iface_config_table[] = {
 
         {"BANDWIDTH", "auto",
          "Network bandwidth reported in the interface attributes. auto:\n"
-         "the one of a model given in UCX_HCR_CALIB_FILE, else the\n"
+         "the one of a model given in UCX_CALIB_FILE, else the\n"
          "device's port speed.",
          ucs_offsetof(uct_hcr_iface_config_t, bandwidth), UCS_CONFIG_TYPE_BW},
 
         {"LATENCY", "0",
          "Network latency reported in the interface attributes. 0: the\n"
-         "one of a model given in UCX_HCR_CALIB_FILE, else the IB default.",
+         "one of a model given in UCX_CALIB_FILE, else the IB default.",
          ucs_offsetof(uct_hcr_iface_config_t, latency), UCS_CONFIG_TYPE_TIME},
 
         {NULL}};
@@ -107,7 +107,7 @@ uct_hcr_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *iface_attr)
 
 /*
  * The attributes set in the configuration, else the network of a model
- * given in UCX_HCR_CALIB_FILE, else rc_verbs' attributes. A measured model
+ * given in UCX_CALIB_FILE, else rc_verbs' attributes. A measured model
  * does not set them: two loopback QPs in one process measure a network
  * other than the one UCX's IB constants describe for rc_verbs, and UCP
  * would then select other protocols for hcr than for rc_verbs.

@@ -232,8 +232,10 @@ int main(int argc, char **argv)
             host = optarg;
             break;
         default:
-            fprintf(stderr, "usage: %s [-n iterations] [-s size] "
-                    "[-o write|wimm] [-H netns-path,address]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [-n iterations] [-s size] "
+                    "[-o write|wimm] [-H netns-path,address]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -255,7 +257,7 @@ int main(int argc, char **argv)
             die("-H (netns-path,address)");
         }
         *addr++ = '\0';
-        nsfd     = open(host, O_RDONLY);
+        nsfd    = open(host, O_RDONLY);
         if ((nsfd < 0) || (setns(nsfd, CLONE_NEWNET) != 0)) {
             die("setns");
         }

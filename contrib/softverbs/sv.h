@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define SV_SHM_VERSION    8   /* bump with every layout change */
+#define SV_SHM_VERSION    8 /* bump with every layout change */
 #define SV_SHM_MAGIC      0x73666f7476726273ULL
 #define SV_MAX_DEVS       4
 #define SV_MAX_PROCS      512
@@ -95,16 +95,16 @@ void sv_unlock(sv_lock_t *lock);
  * counters wrap.
  */
 typedef struct {
-    uint64_t  off;       /* entries, as an offset in the shared segment */
-    uint32_t  size;      /* entries, power of two */
-    uint32_t  stride;    /* bytes per entry */
+    uint64_t off; /* entries, as an offset in the shared segment */
+    uint32_t size; /* entries, power of two */
+    uint32_t stride; /* bytes per entry */
     sv_lock_t prod_lock sv_aligned;
-    uint32_t  prod;
-    uint32_t  cons_seen; /* the producers' last look at cons */
-    uint32_t  retired;   /* receive queues: entries whose completion the
+    uint32_t prod;
+    uint32_t cons_seen; /* the producers' last look at cons */
+    uint32_t retired; /* receive queues: entries whose completion the
                           * owner polled (or that a reset dropped) */
     sv_lock_t cons_lock sv_aligned;
-    uint32_t  cons;
+    uint32_t cons;
 } sv_ring_t;
 
 static inline uint32_t sv_ring_seq(uint32_t counter)
@@ -172,15 +172,15 @@ typedef struct {
 typedef struct {
     uint64_t wr_id;
     uint32_t num_sge;
-    uint32_t seq;          /* sv_ring_seq() of its counter: posted */
+    uint32_t seq; /* sv_ring_seq() of its counter: posted */
     struct ibv_sge sge[SV_MAX_RECV_SGE];
 } sv_aligned sv_rwqe_t;
 
 /* a completion as the CQ ring holds it: one cache line */
 typedef struct {
     struct ibv_wc wc;
-    uint32_t      pad[3];
-    uint32_t      seq;     /* sv_ring_seq() of its counter: written */
+    uint32_t pad[3];
+    uint32_t seq; /* sv_ring_seq() of its counter: written */
 } sv_cqe_t;
 _Static_assert(sizeof(sv_cqe_t) == SV_CACHELINE, "a CQE is one line");
 
@@ -194,8 +194,8 @@ _Static_assert(sizeof(sv_cqe_t) == SV_CACHELINE, "a CQE is one line");
 typedef struct {
     uint32_t  max_sge;
     uint32_t  limit;       /* SRQ limit event threshold, 0: disarmed */
-    uint32_t  cap;         /* WQEs that may be posted: ring.size / 2 */
-    sv_ring_t ring;        /* of sv_rwqe_t; consumers (initiators, the
+    uint32_t cap; /* WQEs that may be posted: ring.size / 2 */
+    sv_ring_t ring; /* of sv_rwqe_t; consumers (initiators, the
                             * owner's flush) take ring.cons_lock */
 } sv_rq_t;
 
@@ -208,7 +208,7 @@ typedef struct {
     int32_t   chan_fd;     /* owner's eventfd of the completion channel */
     uint32_t  overrun;
     uint64_t  chan_id;
-    sv_ring_t ring;        /* of sv_cqe_t; producers take ring.prod_lock */
+    sv_ring_t ring; /* of sv_cqe_t; producers take ring.prod_lock */
 } sv_cq_t;
 
 typedef struct {
@@ -257,25 +257,25 @@ typedef struct {
 #define SV_CM_MAX_PORTS 4096
 typedef struct {
     uint32_t in_use;
-    uint16_t owner;        /* process slot */
-    uint16_t ps;           /* enum rdma_port_space */
-    uint16_t port;         /* host order */
-    uint8_t  listening;
-    uint8_t  reuse;        /* RDMA_OPTION_ID_REUSEADDR */
-    uint32_t addr;         /* IPv4, network order; 0: any */
-    uint32_t gen;          /* the owner slot's generation */
-    uint64_t id;           /* the owner's id cookie */
+    uint16_t owner; /* process slot */
+    uint16_t ps; /* enum rdma_port_space */
+    uint16_t port; /* host order */
+    uint8_t listening;
+    uint8_t reuse; /* RDMA_OPTION_ID_REUSEADDR */
+    uint32_t addr; /* IPv4, network order; 0: any */
+    uint32_t gen; /* the owner slot's generation */
+    uint64_t id; /* the owner's id cookie */
 } sv_cm_port_t;
 
 /* a process's rdma_cm mailbox: messages from processes of this host (and
  * from other hosts, through the process that took them off the wire) */
 typedef struct {
-    uint32_t  pid;         /* the owner, 0: none */
-    uint32_t  gen;         /* the owner slot's generation */
-    int32_t   fd;          /* the owner's eventfd, raised per message */
-    uint32_t  reserved;
-    uint64_t  fd_id;       /* for sv_remote_fd() */
-    sv_ring_t ring;        /* of sv_cm_msg_t; producers take prod_lock */
+    uint32_t pid; /* the owner, 0: none */
+    uint32_t gen; /* the owner slot's generation */
+    int32_t fd; /* the owner's eventfd, raised per message */
+    uint32_t reserved;
+    uint64_t fd_id; /* for sv_remote_fd() */
+    sv_ring_t ring; /* of sv_cm_msg_t; producers take prod_lock */
 } sv_cm_box_t;
 
 #define SV_NCLASS 40
@@ -295,9 +295,9 @@ typedef struct {
     sv_qp_t         qps[SV_MAX_QP];
     sv_cq_t         cqs[SV_MAX_CQ];
     sv_srq_t        srqs[SV_MAX_SRQ];
-    sv_cm_box_t     cm_boxes[SV_MAX_PROCS];
-    sv_cm_port_t    cm_ports[SV_CM_MAX_PORTS];
-    uint32_t        cm_next_port;
+    sv_cm_box_t cm_boxes[SV_MAX_PROCS];
+    sv_cm_port_t cm_ports[SV_CM_MAX_PORTS];
+    uint32_t cm_next_port;
 } sv_shm_t;
 
 /* ------------------------------------------------------------------------
@@ -337,8 +337,8 @@ typedef struct {
     unsigned    net_port;         /* process slot s listens on net_port + s */
     unsigned    net_spin_us;      /* net threads poll this long, then block */
     /* rdma_cm (sv_cm.h) */
-    unsigned    cm_port;          /* the host's CM port (other hosts) */
-    unsigned    cm_timeout_ms;    /* a connection request's answer */
+    unsigned cm_port; /* the host's CM port (other hosts) */
+    unsigned cm_timeout_ms; /* a connection request's answer */
 } sv_config_t;
 
 /* ------------------------------------------------------------------------
@@ -450,8 +450,8 @@ typedef struct sv_cq {
     struct ibv_cq      ibcq;
     uint32_t           idx;
     sv_cq_t           *s;
-    sv_cqe_t          *ents;           /* the ring's entries, and */
-    uint32_t           mask;           /* its size - 1: the poller's own
+    sv_cqe_t *ents; /* the ring's entries, and */
+    uint32_t mask; /* its size - 1: the poller's own
                                         * copy of the geometry */
     pthread_spinlock_t poll_lock;
     struct sv_cq      *chan_next;
@@ -580,8 +580,8 @@ void sv_async_raise(uint32_t *bits, uint32_t bit, int owner, int fd,
                     uint64_t ctx_id);
 void sv_rq_consumed(sv_qp_t *peer, sv_rq_t *rq);
 sv_rwqe_t *sv_rq_head(sv_rq_t *rq);
-void       sv_rq_retired(uint32_t qpn, uint32_t n);
-void       sv_rwqe_copy(sv_rwqe_t *dst, const sv_rwqe_t *src);
+void sv_rq_retired(uint32_t qpn, uint32_t n);
+void sv_rwqe_copy(sv_rwqe_t *dst, const sv_rwqe_t *src);
 void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev);
 void sv_async_drop_qp(sv_context_t *ctx, struct ibv_qp *ibqp);
 uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);

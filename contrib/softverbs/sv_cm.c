@@ -60,50 +60,49 @@ typedef enum {
 } sv_cm_state_t;
 
 typedef struct sv_cm_event {
-    struct rdma_cm_event ev;          /* first: what the application gets */
-    struct sv_cm_id     *owner;       /* whose unacked events count it */
-    struct sv_cm_event  *next;
-    uint8_t              pdata[SV_CM_PDATA_MAX];
+    struct rdma_cm_event ev; /* first: what the application gets */
+    struct sv_cm_id *owner; /* whose unacked events count it */
+    struct sv_cm_event *next;
+    uint8_t pdata[SV_CM_PDATA_MAX];
 } sv_cm_event_t;
 
 typedef struct sv_cm_chan {
-    struct rdma_event_channel ch;     /* first */
+    struct rdma_event_channel ch; /* first */
     sv_cm_event_t *head, *tail;
 } sv_cm_chan_t;
 
 typedef struct sv_cm_id {
-    struct rdma_cm_id id;             /* first */
-    uint64_t          cookie;
-    sv_cm_state_t     state;
-    int               dev;            /* -1: no device yet */
-    int               port_idx;       /* port table entry, -1: none */
-    int               sync;           /* own channel: calls wait */
-    int               reuse;
-    int               refused;        /* route: no CM process there */
-    struct sv_cm_id  *listener;       /* a child's */
-    uint16_t          route_lid;      /* the peer host's port LID */
-    int               route_local;
+    struct rdma_cm_id id; /* first */
+    uint64_t cookie;
+    sv_cm_state_t state;
+    int dev; /* -1: no device yet */
+    int port_idx; /* port table entry, -1: none */
+    int sync; /* own channel: calls wait */
+    int reuse;
+    int refused; /* route: no CM process there */
+    struct sv_cm_id *listener; /* a child's */
+    uint16_t route_lid; /* the peer host's port LID */
+    int route_local;
     /* the peer: its process (lid 0: this host) and id, and what its
      * REQ or REP said */
-    int               peer_known;
-    uint16_t          peer_lid, peer_slot;
-    uint32_t          peer_gen;
-    uint64_t          peer_id;
-    uint16_t          peer_port_lid;  /* the LID its QP is reached at */
-    uint32_t          peer_qpn, peer_qkey, peer_psn;
-    uint8_t           peer_resp_res, peer_init_depth;
+    int peer_known;
+    uint16_t peer_lid, peer_slot;
+    uint32_t peer_gen;
+    uint64_t peer_id;
+    uint16_t peer_port_lid; /* the LID its QP is reached at */
+    uint32_t peer_qpn, peer_qkey, peer_psn;
+    uint8_t peer_resp_res, peer_init_depth;
     /* ours */
-    uint32_t          psn;
-    uint8_t           resp_res, init_depth, retry, rnr_retry;
-    uint64_t          deadline;       /* CONNECT, ACCEPTED, DISCONNECTING */
-    unsigned          events;         /* given, not acked */
-    pthread_cond_t    acked;
-    int               qp_auto;        /* rdma_create_qp made its CQs */
-    struct ibv_qp_init_attr ep_attr;  /* rdma_create_ep's, for requests */
-    int               has_ep_attr;
-    struct ibv_pd    *ep_pd;
+    uint32_t psn;
+    uint8_t resp_res, init_depth, retry, rnr_retry;
+    uint64_t deadline; /* CONNECT, ACCEPTED, DISCONNECTING */
+    unsigned events; /* given, not acked */
+    pthread_cond_t acked;
+    struct ibv_qp_init_attr ep_attr; /* rdma_create_ep's, for requests */
+    int has_ep_attr;
+    struct ibv_pd *ep_pd;
     struct ibv_sa_path_rec path;
-    struct sv_cm_id  *next;
+    struct sv_cm_id *next;
 } sv_cm_id_t;
 
 static sv_cm_id_t *sv_cm_ids;
@@ -111,12 +110,12 @@ static sv_cm_id_t *sv_cm_ids;
 /* messages to send once sv_cm_lock is released */
 typedef struct {
     sv_cm_msg_t m[4];
-    int         n;
+    int n;
 } sv_cm_out_t;
 
 static struct {
     struct ibv_context *ctx[SV_MAX_DEVS];
-    struct ibv_pd      *pd[SV_MAX_DEVS];
+    struct ibv_pd *pd[SV_MAX_DEVS];
 } sv_cm_devs;
 
 /* ---------------------------------------------------------------------- */
@@ -226,10 +225,9 @@ static void sv_cm_chan_push(sv_cm_chan_t *ch, sv_cm_event_t *e)
 
 /* queue an event of id on its channel; pdata of plen bytes, reported as
  * rlen (IB's fixed sizes) */
-static sv_cm_event_t *sv_cm_event_post(sv_cm_id_t *id,
-                                       enum rdma_cm_event_type type,
-                                       int status, const void *pdata,
-                                       unsigned plen, unsigned rlen)
+static sv_cm_event_t *
+sv_cm_event_post(sv_cm_id_t *id, enum rdma_cm_event_type type, int status,
+                 const void *pdata, unsigned plen, unsigned rlen)
 {
     sv_cm_event_t *e = calloc(1, sizeof(*e));
 
@@ -258,8 +256,8 @@ static sv_cm_event_t *sv_cm_event_post(sv_cm_id_t *id,
     return e;
 }
 
-static void sv_cm_event_simple(sv_cm_id_t *id, enum rdma_cm_event_type type,
-                               int status)
+static void
+sv_cm_event_simple(sv_cm_id_t *id, enum rdma_cm_event_type type, int status)
 {
     sv_cm_event_post(id, type, status, NULL, 0, 0);
 }
@@ -286,8 +284,8 @@ static sv_cm_msg_t *sv_cm_out_msg(sv_cm_out_t *out, sv_cm_id_t *id, int kind)
 }
 
 /* an answer to a message that found no id here */
-static void sv_cm_out_answer(sv_cm_out_t *out, const sv_cm_msg_t *to, int kind,
-                             int status)
+static void
+sv_cm_out_answer(sv_cm_out_t *out, const sv_cm_msg_t *to, int kind, int status)
 {
     sv_cm_msg_t *m = &out->m[out->n++];
 
@@ -376,28 +374,27 @@ static sv_cm_id_t *sv_cm_id_alloc(struct rdma_event_channel *ch, void *ctx,
 static void sv_cm_on_req(const sv_cm_msg_t *m, sv_cm_out_t *out)
 {
     sv_cm_id_t *l = sv_cm_id_find(m->dst_id), *c;
-    int ud = (m->kind == SV_CM_SIDR_REQ), dev;
+    int ud        = (m->kind == SV_CM_SIDR_REQ), dev;
     sv_cm_event_t *e;
     uint32_t rlen;
 
-    if ((l == NULL) || (l->state != SV_CM_S_LISTEN) ||
-        (l->id.ps != m->ps)) {
+    if ((l == NULL) || (l->state != SV_CM_S_LISTEN) || (l->id.ps != m->ps)) {
         sv_cm_out_answer(out, m, ud ? SV_CM_SIDR_REP : SV_CM_REJ,
                          SV_CM_REJ_INVALID_SERVICE_ID);
         return;
     }
     /* the child's events go to the listener's channel (a synchronous
      * listener's too: rdma_get_request moves the child off it) */
-    c = sv_cm_id_alloc(l->id.channel, l->id.context, l->id.ps);
+    c   = sv_cm_id_alloc(l->id.channel, l->id.context, l->id.ps);
     dev = sv_cm_addr_local_dev(m->dst_addr);
     if ((c == NULL) || (sv_cm_id_set_dev(c, dev >= 0 ? dev : 0) != 0)) {
         sv_cm_out_answer(out, m, ud ? SV_CM_SIDR_REP : SV_CM_REJ,
                          SV_CM_REJ_CONSUMER_DEFINED);
         return;
     }
-    c->listener                 = l;
-    c->state                    = SV_CM_S_REQ_RCVD;
-    c->id.qp_type               = ud ? IBV_QPT_UD : IBV_QPT_RC;
+    c->listener                   = l;
+    c->state                      = SV_CM_S_REQ_RCVD;
+    c->id.qp_type                 = ud ? IBV_QPT_UD : IBV_QPT_RC;
     sv_cm_src(c)->sin_family      = AF_INET;
     sv_cm_src(c)->sin_addr.s_addr = m->dst_addr;
     sv_cm_src(c)->sin_port        = m->dst_port;
@@ -405,12 +402,12 @@ static void sv_cm_on_req(const sv_cm_msg_t *m, sv_cm_out_t *out)
     sv_cm_dst(c)->sin_addr.s_addr = m->src_addr;
     sv_cm_dst(c)->sin_port        = m->src_port;
     sv_cm_peer_set(c, m);
-    c->peer_qpn        = m->qpn;
-    c->peer_psn        = m->psn;
-    c->peer_resp_res   = m->resp_res;
-    c->peer_init_depth = m->init_depth;
-    c->rnr_retry       = m->rnr_retry;
-    c->retry           = m->retry;
+    c->peer_qpn                       = m->qpn;
+    c->peer_psn                       = m->psn;
+    c->peer_resp_res                  = m->resp_res;
+    c->peer_init_depth                = m->init_depth;
+    c->rnr_retry                      = m->rnr_retry;
+    c->retry                          = m->retry;
     c->id.route.addr.addr.ibaddr.dgid = c->id.route.addr.addr.ibaddr.sgid;
     if (!ud) {
         /* the REQ reached a process: the requester learns which (IB CM's
@@ -419,8 +416,8 @@ static void sv_cm_on_req(const sv_cm_msg_t *m, sv_cm_out_t *out)
     }
     /* the event goes to the listener's channel, for the child id */
     rlen = ud ? SV_CM_PDATA_SIDR_REQ : SV_CM_PDATA_REQ;
-    e = sv_cm_event_post(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m->pdata,
-                         m->pdata_len, rlen);
+    e    = sv_cm_event_post(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m->pdata,
+                            m->pdata_len, rlen);
     if (e != NULL) {
         e->ev.listen_id = &l->id;
         if (ud) {
@@ -439,8 +436,7 @@ static void sv_cm_on_req(const sv_cm_msg_t *m, sv_cm_out_t *out)
     }
 }
 
-static void sv_cm_on_rep(sv_cm_id_t *id, const sv_cm_msg_t *m,
-                         sv_cm_out_t *out)
+static void sv_cm_on_rep(sv_cm_id_t *id, const sv_cm_msg_t *m, sv_cm_out_t *out)
 {
     sv_cm_event_t *e;
     int ret;
@@ -467,8 +463,8 @@ static void sv_cm_on_rep(sv_cm_id_t *id, const sv_cm_msg_t *m,
         }
         sv_cm_out_msg(out, id, SV_CM_RTU);
         id->state = SV_CM_S_CONNECTED;
-        e = sv_cm_event_post(id, RDMA_CM_EVENT_ESTABLISHED, 0, m->pdata,
-                             m->pdata_len, SV_CM_PDATA_REP);
+        e         = sv_cm_event_post(id, RDMA_CM_EVENT_ESTABLISHED, 0, m->pdata,
+                                     m->pdata_len, SV_CM_PDATA_REP);
     } else {
         id->state = SV_CM_S_REP_RCVD;
         e = sv_cm_event_post(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m->pdata,
@@ -500,8 +496,8 @@ static void sv_cm_on_sidr_rep(sv_cm_id_t *id, const sv_cm_msg_t *m)
     id->peer_qpn  = m->qpn;
     id->peer_qkey = m->qkey;
     id->state     = SV_CM_S_CONNECTED;
-    e = sv_cm_event_post(id, RDMA_CM_EVENT_ESTABLISHED, 0, m->pdata,
-                         m->pdata_len, SV_CM_PDATA_SIDR_REP);
+    e             = sv_cm_event_post(id, RDMA_CM_EVENT_ESTABLISHED, 0, m->pdata,
+                                     m->pdata_len, SV_CM_PDATA_SIDR_REP);
     if (e != NULL) {
         e->ev.param.ud.private_data     = e->pdata;
         e->ev.param.ud.private_data_len = SV_CM_PDATA_SIDR_REP;
@@ -513,8 +509,8 @@ static void sv_cm_on_sidr_rep(sv_cm_id_t *id, const sv_cm_msg_t *m)
 }
 
 /* the peer rejected, or went before the connection was up */
-static void sv_cm_rejected(sv_cm_id_t *id, int status, const void *pdata,
-                           unsigned plen)
+static void
+sv_cm_rejected(sv_cm_id_t *id, int status, const void *pdata, unsigned plen)
 {
     id->state    = SV_CM_S_DONE;
     id->deadline = 0;
@@ -552,7 +548,7 @@ static void sv_cm_on_gone(const sv_cm_msg_t *m)
         case SV_CM_S_CONNECTED:
         case SV_CM_S_DISCONNECTING:
             if (id->id.qp_type == IBV_QPT_UD) {
-                break;   /* a datagram service has no connection */
+                break; /* a datagram service has no connection */
             }
             sv_cm_disconnected(id);
             break;
@@ -601,10 +597,10 @@ void sv_cm_handle(const sv_cm_msg_t *m)
         }
         break;
     case SV_CM_REJ:
-        if ((id != NULL) &&
-            ((id->state == SV_CM_S_CONNECT) || (id->state == SV_CM_S_REP_RCVD) ||
-             (id->state == SV_CM_S_ACCEPTED) ||
-             (id->state == SV_CM_S_REQ_RCVD))) {
+        if ((id != NULL) && ((id->state == SV_CM_S_CONNECT) ||
+                             (id->state == SV_CM_S_REP_RCVD) ||
+                             (id->state == SV_CM_S_ACCEPTED) ||
+                             (id->state == SV_CM_S_REQ_RCVD))) {
             sv_cm_rejected(id, m->status, m->pdata, m->pdata_len);
         }
         break;
@@ -648,8 +644,7 @@ uint64_t sv_cm_timers(uint64_t now)
             continue;
         }
         id->deadline = 0;
-        if ((id->state == SV_CM_S_CONNECT) ||
-            (id->state == SV_CM_S_ACCEPTED)) {
+        if ((id->state == SV_CM_S_CONNECT) || (id->state == SV_CM_S_ACCEPTED)) {
             id->state = SV_CM_S_DONE;
             sv_cm_qp_error(id);
             sv_cm_event_simple(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
@@ -733,8 +728,8 @@ static sv_cm_id_t *sv_cm_id_alloc(struct rdma_event_channel *ch, void *ctx,
     id->retry      = 7;
     id->rnr_retry  = 7;
     pthread_cond_init(&id->acked, NULL);
-    id->next   = sv_cm_ids;
-    sv_cm_ids  = id;
+    id->next  = sv_cm_ids;
+    sv_cm_ids = id;
     return id;
 }
 
@@ -824,7 +819,7 @@ static void sv_cm_id_unlink(sv_cm_id_t *id)
 
 SV_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id, *c, *next;
+    sv_cm_id_t *id  = (sv_cm_id_t *)cm_id, *c, *next;
     sv_cm_out_t out = {.n = 0};
     sv_cm_msg_t *m;
 
@@ -833,7 +828,7 @@ SV_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
         return -1;
     }
     if (id->sync && (id->id.event != NULL)) {
-        rdma_ack_cm_event(id->id.event);   /* rdma_get_request's */
+        rdma_ack_cm_event(id->id.event); /* rdma_get_request's */
         id->id.event = NULL;
     }
     pthread_mutex_lock(&sv_cm_lock);
@@ -847,8 +842,9 @@ SV_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
         }
         break;
     case SV_CM_S_REQ_RCVD:
-        m = sv_cm_out_msg(&out, id, (id->id.qp_type == IBV_QPT_UD) ?
-                                    SV_CM_SIDR_REP : SV_CM_REJ);
+        m         = sv_cm_out_msg(&out, id,
+                          (id->id.qp_type == IBV_QPT_UD) ? SV_CM_SIDR_REP :
+                                                                   SV_CM_REJ);
         m->status = SV_CM_REJ_CONSUMER_DEFINED;
         break;
     default:
@@ -871,8 +867,9 @@ SV_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
         c->listener = NULL;
         if ((c->state == SV_CM_S_REQ_RCVD) && (c->events == 0) &&
             sv_cm_events_queued(c) && (out.n < 4)) {
-            m = sv_cm_out_msg(&out, c, (c->id.qp_type == IBV_QPT_UD) ?
-                                       SV_CM_SIDR_REP : SV_CM_REJ);
+            m         = sv_cm_out_msg(&out, c,
+                              (c->id.qp_type == IBV_QPT_UD) ? SV_CM_SIDR_REP :
+                                                                      SV_CM_REJ);
             m->status = SV_CM_REJ_CONSUMER_DEFINED;
             sv_cm_events_drop(c);
             sv_cm_id_unlink(c);
@@ -946,14 +943,14 @@ SV_EXPORT int rdma_ack_cm_event(struct rdma_cm_event *event)
 SV_EXPORT const char *rdma_event_str(enum rdma_cm_event_type event)
 {
     static const char *const names[] = {
-        "RDMA_CM_EVENT_ADDR_RESOLVED",    "RDMA_CM_EVENT_ADDR_ERROR",
-        "RDMA_CM_EVENT_ROUTE_RESOLVED",   "RDMA_CM_EVENT_ROUTE_ERROR",
-        "RDMA_CM_EVENT_CONNECT_REQUEST",  "RDMA_CM_EVENT_CONNECT_RESPONSE",
-        "RDMA_CM_EVENT_CONNECT_ERROR",    "RDMA_CM_EVENT_UNREACHABLE",
-        "RDMA_CM_EVENT_REJECTED",         "RDMA_CM_EVENT_ESTABLISHED",
-        "RDMA_CM_EVENT_DISCONNECTED",     "RDMA_CM_EVENT_DEVICE_REMOVAL",
-        "RDMA_CM_EVENT_MULTICAST_JOIN",   "RDMA_CM_EVENT_MULTICAST_ERROR",
-        "RDMA_CM_EVENT_ADDR_CHANGE",      "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
+            "RDMA_CM_EVENT_ADDR_RESOLVED",   "RDMA_CM_EVENT_ADDR_ERROR",
+            "RDMA_CM_EVENT_ROUTE_RESOLVED",  "RDMA_CM_EVENT_ROUTE_ERROR",
+            "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+            "RDMA_CM_EVENT_CONNECT_ERROR",   "RDMA_CM_EVENT_UNREACHABLE",
+            "RDMA_CM_EVENT_REJECTED",        "RDMA_CM_EVENT_ESTABLISHED",
+            "RDMA_CM_EVENT_DISCONNECTED",    "RDMA_CM_EVENT_DEVICE_REMOVAL",
+            "RDMA_CM_EVENT_MULTICAST_JOIN",  "RDMA_CM_EVENT_MULTICAST_ERROR",
+            "RDMA_CM_EVENT_ADDR_CHANGE",     "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
 
     if ((unsigned)event < sizeof(names) / sizeof(names[0])) {
         return names[event];
@@ -981,8 +978,8 @@ static int sv_cm_sync_wait(sv_cm_id_t *id, enum rdma_cm_event_type want)
     return -1;
 }
 
-SV_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id,
-                              struct rdma_event_channel *channel)
+SV_EXPORT int
+rdma_migrate_id(struct rdma_cm_id *cm_id, struct rdma_event_channel *channel)
 {
     sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
     struct rdma_event_channel *old;
@@ -996,10 +993,10 @@ SV_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id,
     while (id->events > 0) {
         pthread_cond_wait(&id->acked, &sv_cm_lock);
     }
-    old           = id->id.channel;
-    was_sync      = id->sync;
+    old            = id->id.channel;
+    was_sync       = id->sync;
     id->id.channel = channel;
-    id->sync      = 0;
+    id->sync       = 0;
     pthread_mutex_unlock(&sv_cm_lock);
     if (was_sync && (old != channel)) {
         rdma_destroy_event_channel(old);
@@ -1012,7 +1009,7 @@ SV_EXPORT int rdma_migrate_id(struct rdma_cm_id *cm_id,
 
 SV_EXPORT int rdma_bind_addr(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
+    sv_cm_id_t *id         = (sv_cm_id_t *)cm_id;
     struct sockaddr_in *in = (struct sockaddr_in *)addr;
     uint16_t port;
     int dev = -1, idx, ret = 0;
@@ -1022,7 +1019,7 @@ SV_EXPORT int rdma_bind_addr(struct rdma_cm_id *cm_id, struct sockaddr *addr)
         return -1;
     }
     if (addr->sa_family != AF_INET) {
-        errno = EAFNOSUPPORT;   /* IPv4 only */
+        errno = EAFNOSUPPORT; /* IPv4 only */
         return -1;
     }
     if (in->sin_addr.s_addr != htonl(INADDR_ANY)) {
@@ -1066,8 +1063,8 @@ SV_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id,
                                 struct sockaddr *src_addr,
                                 struct sockaddr *dst_addr, int timeout_ms)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
-    struct sockaddr_in any = {.sin_family = AF_INET};
+    sv_cm_id_t *id          = (sv_cm_id_t *)cm_id;
+    struct sockaddr_in any  = {.sin_family = AF_INET};
     struct sockaddr_in *dst = (struct sockaddr_in *)dst_addr;
     sv_cm_route_t route;
     int err, ret = 0;
@@ -1082,8 +1079,9 @@ SV_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id,
         return -1;
     }
     if ((id->state == SV_CM_S_IDLE) &&
-        (rdma_bind_addr(cm_id, src_addr != NULL ? src_addr :
-                                               (struct sockaddr *)&any) != 0)) {
+        (rdma_bind_addr(cm_id, src_addr != NULL ?
+                                       src_addr :
+                                       (struct sockaddr *)&any) != 0)) {
         return -1;
     }
     pthread_mutex_lock(&sv_cm_lock);
@@ -1092,9 +1090,9 @@ SV_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id,
         goto out;
     }
     *sv_cm_dst(id) = *dst;
-    err = sv_cm_addr_route(dst->sin_addr.s_addr, &route);
+    err            = sv_cm_addr_route(dst->sin_addr.s_addr, &route);
     if ((err == 0) && (id->dev >= 0) && (id->dev != route.dev)) {
-        err = ENODEV;   /* bound to a device that does not reach it */
+        err = ENODEV; /* bound to a device that does not reach it */
     }
     if (err == 0) {
         err = sv_cm_id_set_dev(id, route.dev);
@@ -1105,14 +1103,14 @@ SV_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id,
     }
     if (sv_cm_src(id)->sin_addr.s_addr == htonl(INADDR_ANY)) {
         /* the source is the device's address, as a route would pick */
-        sv_cm_src(id)->sin_addr.s_addr =
-                route.local ? dst->sin_addr.s_addr :
-                              sv_cm_addr_of_dev(route.dev);
+        sv_cm_src(id)->sin_addr.s_addr = route.local ?
+                                                 dst->sin_addr.s_addr :
+                                                 sv_cm_addr_of_dev(route.dev);
     }
-    id->route_lid   = route.lid;
-    id->route_local = route.local;
+    id->route_lid                      = route.lid;
+    id->route_local                    = route.local;
     id->id.route.addr.addr.ibaddr.dgid = id->id.route.addr.addr.ibaddr.sgid;
-    id->state       = SV_CM_S_ADDR;
+    id->state                          = SV_CM_S_ADDR;
     sv_cm_event_simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
 out:
     pthread_mutex_unlock(&sv_cm_lock);
@@ -1149,7 +1147,7 @@ SV_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
          * host where no process takes CM messages rejects the REQ) */
         timeout_ns = (timeout_ms > 0) ? (uint64_t)timeout_ms * 1000000ull :
                                         sv_cm_timeout_ns();
-        err = sv_cm_host_reach(lid, dev, timeout_ns);
+        err        = sv_cm_host_reach(lid, dev, timeout_ns);
     }
     pthread_mutex_lock(&sv_cm_lock);
     if (id->state == SV_CM_S_ADDR) {
@@ -1158,17 +1156,17 @@ SV_EXPORT int rdma_resolve_route(struct rdma_cm_id *cm_id, int timeout_ms)
         } else {
             id->refused = (err == ECONNREFUSED);
             memset(&id->path, 0, sizeof(id->path));
-            id->path.sgid      = id->id.route.addr.addr.ibaddr.sgid;
-            id->path.dgid      = id->id.route.addr.addr.ibaddr.dgid;
-            id->path.dlid      = htons(lid);
-            id->path.slid      = htons(sv_port_lid(dev));
-            id->path.pkey      = htons(0xffff);
-            id->path.mtu       = IBV_MTU_4096;
-            id->path.mtu_selector = 2;
-            id->path.reversible = 1;
+            id->path.sgid          = id->id.route.addr.addr.ibaddr.sgid;
+            id->path.dgid          = id->id.route.addr.addr.ibaddr.dgid;
+            id->path.dlid          = htons(lid);
+            id->path.slid          = htons(sv_port_lid(dev));
+            id->path.pkey          = htons(0xffff);
+            id->path.mtu           = IBV_MTU_4096;
+            id->path.mtu_selector  = 2;
+            id->path.reversible    = 1;
             id->id.route.path_rec  = &id->path;
             id->id.route.num_paths = 1;
-            id->state = SV_CM_S_ROUTE;
+            id->state              = SV_CM_S_ROUTE;
             sv_cm_event_simple(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
         }
     }
@@ -1186,8 +1184,8 @@ SV_EXPORT __be16 rdma_get_dst_port(struct rdma_cm_id *cm_id)
     return ((sv_cm_id_t *)cm_id)->id.route.addr.dst_sin.sin_port;
 }
 
-SV_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level,
-                              int optname, void *optval, size_t optlen)
+SV_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level, int optname,
+                              void *optval, size_t optlen)
 {
     sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
 
@@ -1204,7 +1202,7 @@ SV_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level,
         return 0;
     }
     if ((level == RDMA_OPTION_ID) || (level == RDMA_OPTION_IB)) {
-        return 0;   /* type of service, AF only, ACK timeout, path: no
+        return 0; /* type of service, AF only, ACK timeout, path: no
                      * effect on an emulated fabric of one subnet */
     }
     errno = EINVAL;
@@ -1214,8 +1212,8 @@ SV_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level,
 /* ---------------------------------------------------------------------- */
 /* QPs */
 
-SV_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id,
-                                struct ibv_qp_attr *a, int *mask)
+SV_EXPORT int
+rdma_init_qp_attr(struct rdma_cm_id *cm_id, struct ibv_qp_attr *a, int *mask)
 {
     sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
     enum ibv_qp_state state;
@@ -1233,10 +1231,10 @@ SV_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id,
     case IBV_QPS_INIT:
         a->port_num   = 1;
         a->pkey_index = 0;
-        *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+        *mask         = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
         if (ud) {
             a->qkey = SV_CM_UDP_QKEY;
-            *mask  |= IBV_QP_QKEY;
+            *mask |= IBV_QP_QKEY;
         } else {
             a->qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
                                  IBV_ACCESS_REMOTE_READ |
@@ -1250,7 +1248,7 @@ SV_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id,
             return 0;
         }
         if (!id->peer_known) {
-            errno = EINVAL;   /* no REQ or REP yet: nothing to connect */
+            errno = EINVAL; /* no REQ or REP yet: nothing to connect */
             return -1;
         }
         a->path_mtu           = IBV_MTU_4096;
@@ -1260,9 +1258,8 @@ SV_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id,
         a->min_rnr_timer      = 12;
         a->ah_attr.dlid       = id->peer_port_lid;
         a->ah_attr.port_num   = 1;
-        *mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                 IBV_QP_MIN_RNR_TIMER;
+        *mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
         return 0;
     case IBV_QPS_RTS:
         a->sq_psn = id->psn;
@@ -1282,83 +1279,88 @@ SV_EXPORT int rdma_init_qp_attr(struct rdma_cm_id *cm_id,
     }
 }
 
+/* a CQ with a completion channel of its own, as librdmacm makes for a QP
+ * whose attributes leave one out */
+static struct ibv_cq *
+sv_cm_cq_new(sv_cm_id_t *id, uint32_t wr, struct ibv_comp_channel **ch)
+{
+    struct ibv_cq *cq;
+
+    *ch = ibv_create_comp_channel(id->id.verbs);
+    if (*ch == NULL) {
+        return NULL;
+    }
+    cq = ibv_create_cq(id->id.verbs, wr ? (int)wr : 1, id, *ch, 0);
+    if (cq == NULL) {
+        ibv_destroy_comp_channel(*ch);
+        *ch = NULL;
+    }
+    return cq;
+}
+
+/* the CQs (and channels) sv_cm_cq_new made for id's QP */
+static void sv_cm_cqs_free(sv_cm_id_t *id)
+{
+    if (id->id.send_cq_channel != NULL) {
+        ibv_destroy_cq(id->id.send_cq);
+        ibv_destroy_comp_channel(id->id.send_cq_channel);
+    }
+    if (id->id.recv_cq_channel != NULL) {
+        ibv_destroy_cq(id->id.recv_cq);
+        ibv_destroy_comp_channel(id->id.recv_cq_channel);
+    }
+    id->id.send_cq         = NULL;
+    id->id.recv_cq         = NULL;
+    id->id.send_cq_channel = NULL;
+    id->id.recv_cq_channel = NULL;
+}
+
 SV_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
                              struct ibv_qp_init_attr *attr)
 {
     sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
     struct ibv_qp_init_attr qa;
     struct ibv_qp *qp;
-    int ret, cqe;
+    int ret;
 
     if ((id == NULL) || (attr == NULL) || (id->dev < 0) ||
         (id->id.qp != NULL)) {
         errno = EINVAL;
         return -1;
     }
-    if (pd == NULL) {
-        pd = id->id.pd;
-    }
     qa = *attr;
-    /* librdmacm makes the CQs (each with a completion channel) that the
-     * attributes leave out */
-    if (qa.send_cq == NULL) {
-        cqe = (int)(qa.cap.max_send_wr ? qa.cap.max_send_wr : 1);
-        id->id.send_cq_channel = ibv_create_comp_channel(id->id.verbs);
-        id->id.send_cq = id->id.send_cq_channel ?
-                         ibv_create_cq(id->id.verbs, cqe, id,
-                                       id->id.send_cq_channel, 0) :
-                         NULL;
-        if (id->id.send_cq == NULL) {
-            goto err;
-        }
-        qa.send_cq  = id->id.send_cq;
-        id->qp_auto = 1;
+    if ((qa.send_cq == NULL) &&
+        ((qa.send_cq = sv_cm_cq_new(id, qa.cap.max_send_wr,
+                                    &id->id.send_cq_channel)) == NULL)) {
+        goto err;
     }
-    if (qa.recv_cq == NULL) {
-        cqe = (int)(qa.cap.max_recv_wr ? qa.cap.max_recv_wr : 1);
-        id->id.recv_cq_channel = ibv_create_comp_channel(id->id.verbs);
-        id->id.recv_cq = id->id.recv_cq_channel ?
-                         ibv_create_cq(id->id.verbs, cqe, id,
-                                       id->id.recv_cq_channel, 0) :
-                         NULL;
-        if (id->id.recv_cq == NULL) {
-            goto err;
-        }
-        qa.recv_cq  = id->id.recv_cq;
-        id->qp_auto = 1;
+    id->id.send_cq = qa.send_cq;
+    if ((qa.recv_cq == NULL) &&
+        ((qa.recv_cq = sv_cm_cq_new(id, qa.cap.max_recv_wr,
+                                    &id->id.recv_cq_channel)) == NULL)) {
+        goto err;
     }
+    id->id.recv_cq = qa.recv_cq;
     if (qa.qp_type == 0) {
         qa.qp_type = id->id.qp_type;
     }
-    qp = ibv_create_qp(pd, &qa);
+    qp = ibv_create_qp((pd != NULL) ? pd : id->id.pd, &qa);
     if (qp == NULL) {
         goto err;
     }
-    id->id.qp = qp;
-    if (id->id.send_cq == NULL) {
-        id->id.send_cq = qa.send_cq;
-    }
-    if (id->id.recv_cq == NULL) {
-        id->id.recv_cq = qa.recv_cq;
-    }
+    id->id.qp  = qp;
     id->id.srq = qa.srq;
-    /* to INIT; a datagram QP on to RTS, ready to send */
+    /* to INIT, ready for receives; a datagram QP on to RTS, ready to send
+     * (a connected one goes on when its peer is known) */
     ret = sv_cm_qp_modify(id, IBV_QPS_INIT);
-    if ((ret == 0) && (qa.qp_type == IBV_QPT_UD)) {
-        ret = sv_cm_qp_modify(id, IBV_QPS_RTR);
-        if (ret == 0) {
-            ret = sv_cm_qp_modify(id, IBV_QPS_RTS);
-        }
-    }
-    if ((ret == 0) && (id->state == SV_CM_S_REQ_RCVD) &&
-        (qa.qp_type == IBV_QPT_RC)) {
-        /* created after the REQ: ready for the REP that accept sends */
-        ret = 0;
+    if ((ret == 0) && (qa.qp_type == IBV_QPT_UD) &&
+        ((ret = sv_cm_qp_modify(id, IBV_QPS_RTR)) == 0)) {
+        ret = sv_cm_qp_modify(id, IBV_QPS_RTS);
     }
     if (ret != 0) {
         ibv_destroy_qp(qp);
         id->id.qp = NULL;
-        errno = ret;
+        errno     = ret;
         goto err;
     }
     attr->cap = qa.cap;
@@ -1366,31 +1368,13 @@ SV_EXPORT int rdma_create_qp(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
 
 err:
     ret = errno ? errno : ENOMEM;
-    if (id->qp_auto) {
-        if (id->id.send_cq_channel != NULL || id->id.recv_cq_channel != NULL) {
-            if (id->id.send_cq && id->id.send_cq != attr->send_cq) {
-                ibv_destroy_cq(id->id.send_cq);
-            }
-            if (id->id.recv_cq && id->id.recv_cq != attr->recv_cq) {
-                ibv_destroy_cq(id->id.recv_cq);
-            }
-            if (id->id.send_cq_channel) {
-                ibv_destroy_comp_channel(id->id.send_cq_channel);
-            }
-            if (id->id.recv_cq_channel) {
-                ibv_destroy_comp_channel(id->id.recv_cq_channel);
-            }
-        }
-        id->qp_auto = 0;
-    }
-    id->id.send_cq = id->id.recv_cq = NULL;
-    id->id.send_cq_channel = id->id.recv_cq_channel = NULL;
+    sv_cm_cqs_free(id);
     errno = ret;
     return -1;
 }
 
-SV_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id,
-                                struct ibv_qp_init_attr_ex *ax)
+SV_EXPORT int
+rdma_create_qp_ex(struct rdma_cm_id *cm_id, struct ibv_qp_init_attr_ex *ax)
 {
     struct ibv_qp_init_attr a;
     int ret;
@@ -1407,9 +1391,10 @@ SV_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id,
     a.cap        = ax->cap;
     a.qp_type    = ax->qp_type;
     a.sq_sig_all = ax->sq_sig_all;
-    ret = rdma_create_qp(cm_id, (ax->comp_mask & IBV_QP_INIT_ATTR_PD) ?
-                                ax->pd : NULL, &a);
-    ax->cap = a.cap;
+    ret          = rdma_create_qp(cm_id,
+                         (ax->comp_mask & IBV_QP_INIT_ATTR_PD) ? ax->pd : NULL,
+                                  &a);
+    ax->cap      = a.cap;
     return ret;
 }
 
@@ -1422,38 +1407,25 @@ SV_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
     }
     ibv_destroy_qp(id->id.qp);
     id->id.qp = NULL;
-    if (id->qp_auto) {
-        if (id->id.send_cq_channel != NULL) {
-            ibv_destroy_cq(id->id.send_cq);
-            ibv_destroy_comp_channel(id->id.send_cq_channel);
-        }
-        if (id->id.recv_cq_channel != NULL) {
-            ibv_destroy_cq(id->id.recv_cq);
-            ibv_destroy_comp_channel(id->id.recv_cq_channel);
-        }
-        id->qp_auto = 0;
-    }
-    id->id.send_cq = id->id.recv_cq = NULL;
-    id->id.send_cq_channel = id->id.recv_cq_channel = NULL;
+    sv_cm_cqs_free(id);
 }
 
 /* ---------------------------------------------------------------------- */
 /* connecting */
 
-SV_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
-                           struct rdma_conn_param *param)
+SV_EXPORT int
+rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
-    int ud = (id != NULL) && (id->id.qp_type == IBV_QPT_UD);
-    unsigned max = ud ? SV_CM_PDATA_SIDR_REQ : SV_CM_PDATA_REQ;
+    sv_cm_id_t *id  = (sv_cm_id_t *)cm_id;
+    int ud          = (id != NULL) && (id->id.qp_type == IBV_QPT_UD);
+    unsigned max    = ud ? SV_CM_PDATA_SIDR_REQ : SV_CM_PDATA_REQ;
     sv_cm_out_t out = {.n = 0};
     uint16_t slot;
     uint64_t cookie;
     sv_cm_msg_t *m;
     int ret = 0, err;
 
-    if ((id == NULL) ||
-        ((param != NULL) && (param->private_data_len > max))) {
+    if ((id == NULL) || ((param != NULL) && (param->private_data_len > max))) {
         errno = EINVAL;
         return -1;
     }
@@ -1469,13 +1441,14 @@ SV_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
         id->retry      = param->retry_count ? param->retry_count : 7;
         id->rnr_retry  = param->rnr_retry_count;
     }
-    m = sv_cm_out_msg(&out, id, ud ? SV_CM_SIDR_REQ : SV_CM_REQ);
+    m             = sv_cm_out_msg(&out, id, ud ? SV_CM_SIDR_REQ : SV_CM_REQ);
     m->dst_lid    = id->route_local ? 0 : id->route_lid;
     m->dst_slot   = SV_CM_SLOT_PORT;
     m->dst_gen    = 0;
     m->dst_id     = 0;
     m->qpn        = (id->id.qp != NULL) ? id->id.qp->qp_num :
-                    (param != NULL) ? param->qp_num : 0;
+                    (param != NULL)     ? param->qp_num :
+                                          0;
     m->psn        = id->psn;
     m->resp_res   = id->resp_res;
     m->init_depth = id->init_depth;
@@ -1488,7 +1461,7 @@ SV_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
     }
     id->state    = SV_CM_S_CONNECT;
     id->deadline = sv_now_ns() + sv_cm_timeout_ns();
-    err = 0;
+    err          = 0;
     if (id->refused) {
         err = ECONNREFUSED;
     } else if (id->route_local) {
@@ -1503,7 +1476,7 @@ SV_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
         }
     }
     if (err != 0) {
-        out.n = 0;
+        out.n        = 0;
         id->deadline = 0;
         id->state    = SV_CM_S_DONE;
         if (ud) {
@@ -1543,7 +1516,7 @@ SV_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
 
 SV_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
+    sv_cm_id_t *id  = (sv_cm_id_t *)cm_id;
     sv_cm_out_t out = {.n = 0};
 
     if (id == NULL) {
@@ -1566,9 +1539,9 @@ SV_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 SV_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 {
     sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
-    int ret = 0;
+    int ret        = 0;
 
-    (void)backlog;  /* requests wait in the listener's channel, unbounded */
+    (void)backlog; /* requests wait in the listener's channel, unbounded */
     if (id == NULL) {
         errno = EINVAL;
         return -1;
@@ -1599,23 +1572,22 @@ SV_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
     return 0;
 }
 
-SV_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
-                          struct rdma_conn_param *param)
+SV_EXPORT int
+rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
-    int ud = (id != NULL) && (id->id.qp_type == IBV_QPT_UD);
-    unsigned max = ud ? SV_CM_PDATA_SIDR_REP : SV_CM_PDATA_REP;
+    sv_cm_id_t *id  = (sv_cm_id_t *)cm_id;
+    int ud          = (id != NULL) && (id->id.qp_type == IBV_QPT_UD);
+    unsigned max    = ud ? SV_CM_PDATA_SIDR_REP : SV_CM_PDATA_REP;
     sv_cm_out_t out = {.n = 0};
     sv_cm_msg_t *m;
     int ret = 0, err;
 
-    if ((id == NULL) ||
-        ((param != NULL) && (param->private_data_len > max))) {
+    if ((id == NULL) || ((param != NULL) && (param->private_data_len > max))) {
         errno = EINVAL;
         return -1;
     }
     if (id->sync && (id->id.event != NULL)) {
-        rdma_ack_cm_event(id->id.event);   /* rdma_get_request's */
+        rdma_ack_cm_event(id->id.event); /* rdma_get_request's */
         id->id.event = NULL;
     }
     pthread_mutex_lock(&sv_cm_lock);
@@ -1633,9 +1605,10 @@ SV_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
     if (!ud && (id->id.qp != NULL) && ((ret = sv_cm_qp_connect(id)) != 0)) {
         goto out;
     }
-    m = sv_cm_out_msg(&out, id, ud ? SV_CM_SIDR_REP : SV_CM_REP);
+    m             = sv_cm_out_msg(&out, id, ud ? SV_CM_SIDR_REP : SV_CM_REP);
     m->qpn        = (id->id.qp != NULL) ? id->id.qp->qp_num :
-                    (param != NULL) ? param->qp_num : 0;
+                    (param != NULL)     ? param->qp_num :
+                                          0;
     m->qkey       = SV_CM_UDP_QKEY;
     m->psn        = id->psn;
     m->resp_res   = id->resp_res;
@@ -1670,19 +1643,19 @@ out:
 SV_EXPORT int rdma_reject(struct rdma_cm_id *cm_id, const void *private_data,
                           uint8_t private_data_len)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
-    int ud = (id != NULL) && (id->id.qp_type == IBV_QPT_UD);
+    sv_cm_id_t *id  = (sv_cm_id_t *)cm_id;
+    int ud          = (id != NULL) && (id->id.qp_type == IBV_QPT_UD);
     sv_cm_out_t out = {.n = 0};
     sv_cm_msg_t *m;
 
-    if ((id == NULL) || (private_data_len > (ud ? SV_CM_PDATA_SIDR_REP :
-                                                  SV_CM_PDATA_REJ)) ||
+    if ((id == NULL) ||
+        (private_data_len > (ud ? SV_CM_PDATA_SIDR_REP : SV_CM_PDATA_REJ)) ||
         ((private_data_len > 0) && (private_data == NULL))) {
         errno = EINVAL;
         return -1;
     }
     if (id->sync && (id->id.event != NULL)) {
-        rdma_ack_cm_event(id->id.event);   /* rdma_get_request's */
+        rdma_ack_cm_event(id->id.event); /* rdma_get_request's */
         id->id.event = NULL;
     }
     pthread_mutex_lock(&sv_cm_lock);
@@ -1691,7 +1664,7 @@ SV_EXPORT int rdma_reject(struct rdma_cm_id *cm_id, const void *private_data,
         errno = EINVAL;
         return -1;
     }
-    m = sv_cm_out_msg(&out, id, ud ? SV_CM_SIDR_REP : SV_CM_REJ);
+    m         = sv_cm_out_msg(&out, id, ud ? SV_CM_SIDR_REP : SV_CM_REJ);
     m->status = SV_CM_REJ_CONSUMER_DEFINED;
     if (private_data_len > 0) {
         memcpy(m->pdata, private_data, private_data_len);
@@ -1717,14 +1690,14 @@ SV_EXPORT int rdma_notify(struct rdma_cm_id *cm_id, enum ibv_event_type event)
         errno = EINVAL;
         return -1;
     }
-    return 0;   /* connections come up by their RTU here */
+    return 0; /* connections come up by their RTU here */
 }
 
 SV_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 {
-    sv_cm_id_t *id = (sv_cm_id_t *)cm_id;
+    sv_cm_id_t *id  = (sv_cm_id_t *)cm_id;
     sv_cm_out_t out = {.n = 0};
-    int ret = 0;
+    int ret         = 0;
 
     if (id == NULL) {
         errno = EINVAL;
@@ -1740,21 +1713,21 @@ SV_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
             break;
         }
         sv_cm_out_msg(&out, id, SV_CM_DREQ);
-        id->state    = SV_CM_S_DISCONNECTING;
+        id->state = SV_CM_S_DISCONNECTING;
         /* the DREP, or as long as IB CM's DREQ timeout, then anyway */
         id->deadline = sv_now_ns() + sv_cm_timeout_ns() / 4;
         break;
     case SV_CM_S_DISCONNECTING:
     case SV_CM_S_DISCONNECTED:
     case SV_CM_S_DONE:
-        break;   /* the peer disconnected first, or went: nothing more */
+        break; /* the peer disconnected first, or went: nothing more */
     default:
         ret = EINVAL;
         break;
     }
     pthread_mutex_unlock(&sv_cm_lock);
     sv_cm_flush(&out);
-    sv_cm_agent_kick();   /* a new timer */
+    sv_cm_agent_kick(); /* a new timer */
     if (ret != 0) {
         errno = ret;
         return -1;
@@ -1794,25 +1767,24 @@ SV_EXPORT int rdma_create_ep(struct rdma_cm_id **id_p,
         *id_p = cm_id;
         return 0;
     }
-    if ((rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr,
-                           2000) != 0) ||
+    if ((rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000) !=
+         0) ||
         (rdma_resolve_route(cm_id, 2000) != 0)) {
         goto err;
     }
-    if ((qp_init_attr != NULL) && (rdma_create_qp(cm_id, pd, qp_init_attr) !=
-                                   0)) {
+    if ((qp_init_attr != NULL) &&
+        (rdma_create_qp(cm_id, pd, qp_init_attr) != 0)) {
         goto err;
     }
     *id_p = cm_id;
     return 0;
 
-err:
-    {
-        int err = errno;
+err : {
+    int err = errno;
 
-        rdma_destroy_id(cm_id);
-        errno = err;
-    }
+    rdma_destroy_id(cm_id);
+    errno = err;
+}
     return -1;
 }
 
@@ -1825,8 +1797,8 @@ SV_EXPORT void rdma_destroy_ep(struct rdma_cm_id *cm_id)
     rdma_destroy_id(cm_id);
 }
 
-SV_EXPORT int rdma_get_request(struct rdma_cm_id *listen,
-                               struct rdma_cm_id **id_p)
+SV_EXPORT int
+rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id_p)
 {
     sv_cm_id_t *l = (sv_cm_id_t *)listen, *c;
     struct rdma_cm_event *ev;
@@ -1909,7 +1881,7 @@ SV_EXPORT struct ibv_context **rdma_get_devices(int *num_devices)
 
 SV_EXPORT void rdma_free_devices(struct ibv_context **list)
 {
-    free(list);   /* the contexts stay open, as librdmacm's */
+    free(list); /* the contexts stay open, as librdmacm's */
 }
 
 SV_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
@@ -1930,10 +1902,11 @@ SV_EXPORT int rdma_create_srq(struct rdma_cm_id *cm_id, struct ibv_pd *pd,
     return 0;
 }
 
-SV_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *cm_id,
-                                 struct ibv_srq_init_attr_ex *attr)
+SV_EXPORT int
+rdma_create_srq_ex(struct rdma_cm_id *cm_id, struct ibv_srq_init_attr_ex *attr)
 {
-    (void)cm_id; (void)attr;
+    (void)cm_id;
+    (void)attr;
     errno = EOPNOTSUPP;
     return -1;
 }
@@ -1949,8 +1922,10 @@ SV_EXPORT void rdma_destroy_srq(struct rdma_cm_id *cm_id)
 SV_EXPORT int rdma_join_multicast(struct rdma_cm_id *cm_id,
                                   struct sockaddr *addr, void *context)
 {
-    (void)cm_id; (void)addr; (void)context;
-    errno = ENOSYS;   /* no multicast (README, Limitations) */
+    (void)cm_id;
+    (void)addr;
+    (void)context;
+    errno = ENOSYS; /* no multicast (README, Limitations) */
     return -1;
 }
 
@@ -1958,31 +1933,34 @@ SV_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *cm_id,
                                      struct rdma_cm_join_mc_attr_ex *attr,
                                      void *context)
 {
-    (void)cm_id; (void)attr; (void)context;
+    (void)cm_id;
+    (void)attr;
+    (void)context;
     errno = ENOSYS;
     return -1;
 }
 
-SV_EXPORT int rdma_leave_multicast(struct rdma_cm_id *cm_id,
-                                   struct sockaddr *addr)
+SV_EXPORT int
+rdma_leave_multicast(struct rdma_cm_id *cm_id, struct sockaddr *addr)
 {
-    (void)cm_id; (void)addr;
+    (void)cm_id;
+    (void)addr;
     errno = EADDRNOTAVAIL;
     return -1;
 }
 
-SV_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cm_id,
-                                 struct ibv_ece *ece)
+SV_EXPORT int rdma_set_local_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
 {
-    (void)cm_id; (void)ece;
+    (void)cm_id;
+    (void)ece;
     errno = EOPNOTSUPP;
     return -1;
 }
 
-SV_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id,
-                                  struct ibv_ece *ece)
+SV_EXPORT int rdma_get_remote_ece(struct rdma_cm_id *cm_id, struct ibv_ece *ece)
 {
-    (void)cm_id; (void)ece;
+    (void)cm_id;
+    (void)ece;
     errno = EOPNOTSUPP;
     return -1;
 }

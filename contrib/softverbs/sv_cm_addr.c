@@ -116,14 +116,13 @@ static int sv_cm_port_clash(sv_cm_port_t *p, uint16_t ps, uint32_t addr,
         return 0;
     }
     if (!sv_cm_port_live(p)) {
-        p->in_use = 0;   /* its process is gone */
+        p->in_use = 0; /* its process is gone */
         return 0;
     }
     return !(reuse && p->reuse && !p->listening);
 }
 
-static int sv_cm_port_free(uint16_t ps, uint32_t addr, uint16_t port,
-                           int reuse)
+static int sv_cm_port_free(uint16_t ps, uint32_t addr, uint16_t port, int reuse)
 {
     unsigned i;
 
@@ -138,19 +137,18 @@ static int sv_cm_port_free(uint16_t ps, uint32_t addr, uint16_t port,
 /* Bind (ps, addr, *port); *port 0: an ephemeral one, returned. The entry's
  * index, or -EADDRINUSE, -EADDRNOTAVAIL (no ephemeral port left), -ENOMEM
  * (table full). */
-int sv_cm_port_bind(uint16_t ps, uint32_t addr, uint16_t *port,
-                    uint64_t cookie, int reuse)
+int sv_cm_port_bind(uint16_t ps, uint32_t addr, uint16_t *port, uint64_t cookie,
+                    int reuse)
 {
     sv_shm_t *shm = sv_g.shm;
     unsigned i, n, span = SV_CM_EPHEMERAL_HI - SV_CM_EPHEMERAL_LO + 1;
     uint16_t p = *port;
-    int idx = -1;
+    int idx    = -1;
 
     sv_shm_lock();
     if (p == 0) {
         for (n = 0; n < span; ++n) {
-            p = (uint16_t)(SV_CM_EPHEMERAL_LO +
-                           (shm->cm_next_port + n) % span);
+            p = (uint16_t)(SV_CM_EPHEMERAL_LO + (shm->cm_next_port + n) % span);
             if (sv_cm_port_free(ps, addr, p, 0)) {
                 shm->cm_next_port = (shm->cm_next_port + n + 1) % span;
                 break;
@@ -175,7 +173,7 @@ int sv_cm_port_bind(uint16_t ps, uint32_t addr, uint16_t *port,
             shm->cm_ports[i].listening = 0;
             shm->cm_ports[i].reuse     = !!reuse;
             shm->cm_ports[i].in_use    = 1;
-            idx = (int)i;
+            idx                        = (int)i;
             break;
         }
     }
@@ -201,8 +199,8 @@ int sv_cm_port_listen(int idx)
     for (i = 0; i < SV_CM_MAX_PORTS; ++i) {
         sv_cm_port_t *p = &shm->cm_ports[i];
 
-        if (((int)i != idx) && p->in_use && p->listening &&
-            (p->ps == me->ps) && (p->port == me->port) &&
+        if (((int)i != idx) && p->in_use && p->listening && (p->ps == me->ps) &&
+            (p->port == me->port) &&
             ((p->addr == me->addr) || !p->addr || !me->addr) &&
             sv_cm_port_live(p)) {
             ret = EADDRINUSE;
@@ -233,8 +231,8 @@ void sv_cm_port_release(int idx)
 /* The listener of (ps, addr, port) on this host: 0 and its process slot
  * and id cookie, or ENOENT. A listener bound to the address wins over one
  * bound to any address. */
-int sv_cm_port_lookup(uint16_t ps, uint32_t addr, uint16_t port,
-                      uint16_t *slot, uint64_t *cookie)
+int sv_cm_port_lookup(uint16_t ps, uint32_t addr, uint16_t port, uint16_t *slot,
+                      uint64_t *cookie)
 {
     sv_shm_t *shm = sv_g.shm;
     sv_cm_port_t *p, *any = NULL, *exact = NULL;
@@ -244,8 +242,8 @@ int sv_cm_port_lookup(uint16_t ps, uint32_t addr, uint16_t port,
     sv_shm_lock();
     for (i = 0; i < SV_CM_MAX_PORTS; ++i) {
         p = &shm->cm_ports[i];
-        if (!p->in_use || !p->listening || (p->ps != ps) ||
-            (p->port != port) || !sv_cm_port_live(p)) {
+        if (!p->in_use || !p->listening || (p->ps != ps) || (p->port != port) ||
+            !sv_cm_port_live(p)) {
             continue;
         }
         if (p->addr == addr) {
@@ -279,8 +277,7 @@ void sv_cm_ports_reclaim(int slot)
 /* ---------------------------------------------------------------------- */
 /* rdma_getaddrinfo: IPv4 through the resolver, one result */
 
-static struct sockaddr *sv_cm_sa_dup(const struct sockaddr *sa,
-                                     socklen_t *len)
+static struct sockaddr *sv_cm_sa_dup(const struct sockaddr *sa, socklen_t *len)
 {
     struct sockaddr_in *in = calloc(1, sizeof(*in));
 
@@ -336,8 +333,9 @@ static int sv_cm_addrinfo_hints(const struct rdma_addrinfo *hints,
     r->ai_port_space = hints->ai_port_space ? hints->ai_port_space :
                                               RDMA_PS_TCP;
     r->ai_src_addr   = sv_cm_sa_dup(hints->ai_src_addr != NULL ?
-                                    hints->ai_src_addr :
-                                    (struct sockaddr *)&any, &r->ai_src_len);
+                                            hints->ai_src_addr :
+                                            (struct sockaddr *)&any,
+                                  &r->ai_src_len);
     if (hints->ai_dst_addr != NULL) {
         r->ai_dst_addr = sv_cm_sa_dup(hints->ai_dst_addr, &r->ai_dst_len);
     }
@@ -366,7 +364,7 @@ SV_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
     }
     if ((hints != NULL) && (hints->ai_family != 0) &&
         (hints->ai_family != AF_INET)) {
-        errno = EAFNOSUPPORT;   /* IPv4 only */
+        errno = EAFNOSUPPORT; /* IPv4 only */
         return -1;
     }
     if ((node == NULL) && (service == NULL)) {
@@ -376,8 +374,9 @@ SV_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
     ah.ai_family   = AF_INET;
     ah.ai_socktype = SOCK_STREAM;
     ah.ai_flags    = (passive ? AI_PASSIVE : 0) |
-                     ((hints != NULL) && (hints->ai_flags & RAI_NUMERICHOST) ?
-                      AI_NUMERICHOST : 0);
+                  ((hints != NULL) && (hints->ai_flags & RAI_NUMERICHOST) ?
+                           AI_NUMERICHOST :
+                           0);
     ret = getaddrinfo(node, service, &ah, &ai);
     if (ret != 0) {
         errno = (ret == EAI_SYSTEM) ? errno : ENODEV;
@@ -389,20 +388,20 @@ SV_EXPORT int rdma_getaddrinfo(const char *node, const char *service,
         errno = ENOMEM;
         return -1;
     }
-    r->ai_flags      = (hints != NULL) ? hints->ai_flags : 0;
-    r->ai_family     = AF_INET;
-    r->ai_qp_type    = ((hints != NULL) && hints->ai_qp_type) ?
-                       hints->ai_qp_type : IBV_QPT_RC;
+    r->ai_flags   = (hints != NULL) ? hints->ai_flags : 0;
+    r->ai_family  = AF_INET;
+    r->ai_qp_type = ((hints != NULL) && hints->ai_qp_type) ? hints->ai_qp_type :
+                                                             IBV_QPT_RC;
     r->ai_port_space = ((hints != NULL) && hints->ai_port_space) ?
-                       hints->ai_port_space : RDMA_PS_TCP;
+                               hints->ai_port_space :
+                               RDMA_PS_TCP;
     if (passive) {
         r->ai_src_addr = sv_cm_sa_dup(ai->ai_addr, &r->ai_src_len);
     } else {
         r->ai_dst_addr = sv_cm_sa_dup(ai->ai_addr, &r->ai_dst_len);
         if ((hints != NULL) && (hints->ai_src_addr != NULL) &&
             (hints->ai_src_addr->sa_family == AF_INET)) {
-            r->ai_src_addr = sv_cm_sa_dup(hints->ai_src_addr,
-                                          &r->ai_src_len);
+            r->ai_src_addr = sv_cm_sa_dup(hints->ai_src_addr, &r->ai_src_len);
         }
     }
     freeaddrinfo(ai);

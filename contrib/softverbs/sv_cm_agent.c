@@ -55,41 +55,42 @@
 #define SV_CM_MAX_WATCH   256
 
 typedef struct sv_cm_conn {
-    int       fd;
-    int       dev;
-    uint16_t  lid;          /* the other host */
-    uint16_t  slot;         /* the process at the other end, */
-    uint32_t  gen;          /* its slot's generation */
-    int       accepted;     /* it connected to us */
-    size_t    rlen;         /* bytes of the frame being read */
+    int fd;
+    int dev;
+    uint16_t lid; /* the other host */
+    uint16_t slot; /* the process at the other end, */
+    uint32_t gen; /* its slot's generation */
+    int accepted; /* it connected to us */
+    size_t rlen; /* bytes of the frame being read */
     sv_cm_msg_t rbuf;
     pthread_mutex_t send_lock;
 } sv_cm_conn_t;
 
 typedef struct {
-    int      pidfd;
+    int pidfd;
     uint16_t slot;
     uint32_t gen;
 } sv_cm_watch_t;
 
 static struct {
-    pthread_mutex_t lock;          /* this structure */
-    int             running;
-    int             efd;           /* our mailbox's eventfd */
-    int             wake[2];       /* kicks the agent's poll */
-    int             lfd[SV_MAX_DEVS];
-    sv_cm_conn_t   *conns[SV_CM_MAX_CONNS];
-    unsigned        npreauth;
-    sv_cm_watch_t   watch[SV_CM_MAX_WATCH];
-    unsigned        nwatch;
-    unsigned        log_count;
+    pthread_mutex_t lock; /* this structure */
+    int running;
+    int efd; /* our mailbox's eventfd */
+    int wake[2]; /* kicks the agent's poll */
+    int lfd[SV_MAX_DEVS];
+    sv_cm_conn_t *conns[SV_CM_MAX_CONNS];
+    unsigned npreauth;
+    sv_cm_watch_t watch[SV_CM_MAX_WATCH];
+    unsigned nwatch;
+    unsigned log_count;
 } sv_agent = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
+        .lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 pthread_mutex_t sv_cm_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void sv_cm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sv_cm_log(const char *fmt, ...)
+        __attribute__((format(printf, 1, 2)));
 static void sv_cm_log(const char *fmt, ...)
 {
     va_list ap;
@@ -108,8 +109,7 @@ void sv_cm_agent_kick(void)
 {
     char c = 0;
 
-    if (SV_LOAD(&sv_agent.running) &&
-        write(sv_agent.wake[1], &c, 1) < 0) {
+    if (SV_LOAD(&sv_agent.running) && write(sv_agent.wake[1], &c, 1) < 0) {
         /* a full pipe is kicked already */
     }
 }
@@ -158,14 +158,13 @@ static int sv_cm_box_post(uint16_t slot, uint32_t gen, const sv_cm_msg_t *m)
     sv_unlock(&box->ring.prod_lock);
     fd = sv_remote_fd(slot, box->fd, box->fd_id);
     if ((fd < 0) || (write(fd, &one, sizeof(one)) != sizeof(one))) {
-        return ENOENT;   /* gone meanwhile */
+        return ENOENT; /* gone meanwhile */
     }
     return 0;
 }
 
 /* every CM process of this host learns that (lid, slot, gen) is gone */
-static void sv_cm_box_broadcast_gone(uint16_t lid, uint16_t slot,
-                                     uint32_t gen)
+static void sv_cm_box_broadcast_gone(uint16_t lid, uint16_t slot, uint32_t gen)
 {
     sv_cm_msg_t m;
     unsigned i;
@@ -204,7 +203,7 @@ static int sv_cm_box_open(void)
         return errno;
     }
     sv_shm_lock();
-    sv_heap_free(box->ring.off);   /* a crashed predecessor's */
+    sv_heap_free(box->ring.off); /* a crashed predecessor's */
     box->ring.off = 0;
     sv_shm_unlock();
     ret = sv_ring_init(&box->ring, SV_CM_BOX_ENTRIES, sizeof(sv_cm_msg_t),
@@ -264,8 +263,8 @@ void sv_cm_watch(uint16_t slot, uint32_t gen)
     }
     pid = sv_proc_pid(slot);
     fd  = (pid != 0) ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
-    if ((fd >= 0) && ((sv_g.shm->procs[slot].gen != gen) ||
-                      !sv_proc_alive(slot))) {
+    if ((fd >= 0) &&
+        ((sv_g.shm->procs[slot].gen != gen) || !sv_proc_alive(slot))) {
         close(fd);
         fd = -1;
     }
@@ -287,7 +286,7 @@ void sv_cm_watch(uint16_t slot, uint32_t gen)
         return;
     }
     if (sv_agent.nwatch == SV_CM_MAX_WATCH) {
-        close(fd);   /* watching that many processes: not this one */
+        close(fd); /* watching that many processes: not this one */
         goto out;
     }
     fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -317,7 +316,7 @@ static void sv_cm_watch_fired(int pidfd)
             m.src_gen  = sv_agent.watch[i].gen;
             close(pidfd);
             sv_agent.watch[i] = sv_agent.watch[--sv_agent.nwatch];
-            found = 1;
+            found             = 1;
             break;
         }
     }
@@ -415,14 +414,14 @@ static int sv_cm_conn_open(uint16_t lid, int dev, uint64_t timeout_ns)
     }
     memset(&sa, 0, sizeof(sa));
     sa.sin_family      = AF_INET;
-    sa.sin_addr.s_addr = lip;   /* the responder wants our LID's address */
+    sa.sin_addr.s_addr = lip; /* the responder wants our LID's address */
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         err = errno;
         goto fail;
     }
     sa.sin_port        = htons((uint16_t)sv_g.cfg.cm_port);
     sa.sin_addr.s_addr = ip;
-    flags = fcntl(fd, F_GETFL);
+    flags              = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, flags | O_NONBLOCK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         if (errno != EINPROGRESS) {
@@ -467,7 +466,7 @@ fail:
 int sv_cm_host_reach(uint16_t lid, int dev, uint64_t timeout_ns)
 {
     static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
-    int ret = 0;
+    int ret                          = 0;
 
     if (!sv_net_enabled()) {
         return EHOSTUNREACH;
@@ -509,7 +508,7 @@ int sv_cm_send(sv_cm_msg_t *m)
     m->src_gen  = sv_cm_my_gen();
     if ((m->dst_lid == 0) || sv_lid_is_local(m->dst_lid)) {
         if (m->dst_slot == SV_CM_SLOT_PORT) {
-            return EINVAL;   /* sv_cm.c looks listeners of this host up */
+            return EINVAL; /* sv_cm.c looks listeners of this host up */
         }
         return sv_cm_box_post(m->dst_slot, m->dst_gen, m);
     }
@@ -522,7 +521,7 @@ int sv_cm_send(sv_cm_msg_t *m)
             if (ret == 0) {
                 return 0;
             }
-            continue;   /* broken: the agent drops it; open another */
+            continue; /* broken: the agent drops it; open another */
         }
         pthread_mutex_unlock(&sv_agent.lock);
         ret = sv_cm_host_reach(m->dst_lid, 0,
@@ -547,7 +546,8 @@ static void sv_cm_conn_frame(sv_cm_conn_t *c, sv_cm_msg_t *m)
         (m->src_lid != c->lid) || (m->src_slot != c->slot) ||
         (m->src_gen != c->gen) || !sv_lid_is_local(m->dst_lid)) {
         sv_cm_log("dropped a CM message from LID %u process %u: not one it "
-                  "may send", (unsigned)c->lid, (unsigned)c->slot);
+                  "may send",
+                  (unsigned)c->lid, (unsigned)c->slot);
         return;
     }
     if (m->dst_slot == SV_CM_SLOT_PORT) {
@@ -570,7 +570,8 @@ reject:
      * (or, to a DREQ, as for a connection that is gone) */
     memset(&rej, 0, sizeof(rej));
     rej.kind     = (m->kind == SV_CM_SIDR_REQ) ? SV_CM_SIDR_REP :
-                   (m->kind == SV_CM_DREQ) ? SV_CM_DREP : SV_CM_REJ;
+                   (m->kind == SV_CM_DREQ)     ? SV_CM_DREP :
+                                                 SV_CM_REJ;
     rej.status   = SV_CM_REJ_INVALID_SERVICE_ID;
     rej.ps       = m->ps;
     rej.src_lid  = m->dst_lid;
@@ -614,7 +615,7 @@ static void sv_cm_conn_close(unsigned i)
     sv_cm_conn_t *c;
 
     pthread_mutex_lock(&sv_agent.lock);
-    c = sv_agent.conns[i];
+    c                 = sv_agent.conns[i];
     sv_agent.conns[i] = NULL;
     pthread_mutex_lock(&c->send_lock);
     close(c->fd);
@@ -647,8 +648,8 @@ static void sv_cm_conn_close(unsigned i)
  * the CM port: accepted connections, their handshake in a thread each */
 
 typedef struct {
-    int      fd;
-    int      dev;
+    int fd;
+    int dev;
     uint32_t ip;
 } sv_cm_pending_t;
 
@@ -659,11 +660,11 @@ static void *sv_cm_handshake_thread(void *arg)
     sv_cm_conn_t *c = NULL;
 
     sv_net_tune_fd(p->fd, 0);
-    if ((sv_net_handshake_accept(p->fd, p->ip, SV_NET_SLOT_CM,
-                                 sv_cm_my_gen(), &hello) == 0) &&
+    if ((sv_net_handshake_accept(p->fd, p->ip, SV_NET_SLOT_CM, sv_cm_my_gen(),
+                                 &hello) == 0) &&
         (hello.slot < SV_MAX_PROCS)) {
-        c = sv_cm_conn_new(p->fd, p->dev, hello.lid, hello.slot,
-                           hello.reserved, 1);
+        c = sv_cm_conn_new(p->fd, p->dev, hello.lid, hello.slot, hello.reserved,
+                           1);
     }
     if ((c == NULL) || (sv_cm_conn_add(c) != 0)) {
         close(p->fd);
@@ -683,8 +684,7 @@ static void sv_cm_accept(int dev)
     sv_cm_pending_t *p;
     int fd;
 
-    fd = accept4(sv_agent.lfd[dev], (struct sockaddr *)&sa, &len,
-                 SOCK_CLOEXEC);
+    fd = accept4(sv_agent.lfd[dev], (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
     if (fd < 0) {
         return;
     }
@@ -723,9 +723,9 @@ static int sv_cm_listen_open(void)
         return 0;
     }
     for (dev = 0; dev < sv_g.cfg.ndevs; ++dev) {
-        if ((dev > 0) && (sv_g.cfg.net_addr[dev] ==
-                          sv_g.cfg.net_addr[dev - 1])) {
-            continue;   /* devices beyond the list share the last address */
+        if ((dev > 0) &&
+            (sv_g.cfg.net_addr[dev] == sv_g.cfg.net_addr[dev - 1])) {
+            continue; /* devices beyond the list share the last address */
         }
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
@@ -743,10 +743,11 @@ static int sv_cm_listen_open(void)
             (listen(fd, 64) != 0)) {
             int err = errno;
 
-            fprintf(stderr, "softverbs rdma_cm: cannot listen on the CM port "
+            fprintf(stderr,
+                    "softverbs rdma_cm: cannot listen on the CM port "
                     "%s:%u (%s); another user's process holds it, or "
-                    "SOFTVERBS_CM_PORT is taken\n", inet_ntoa(sa.sin_addr),
-                    sv_g.cfg.cm_port, strerror(err));
+                    "SOFTVERBS_CM_PORT is taken\n",
+                    inet_ntoa(sa.sin_addr), sv_g.cfg.cm_port, strerror(err));
             close(fd);
             return err;
         }
@@ -768,7 +769,7 @@ static void *sv_cm_agent_main(void *arg)
 
     (void)arg;
     for (;;) {
-        n = 0;
+        n         = 0;
         pfd[n].fd = sv_agent.efd;
         what[n++] = -1;
         pfd[n].fd = sv_agent.wake[0];
@@ -798,8 +799,9 @@ static void *sv_cm_agent_main(void *arg)
         now     = sv_now_ns();
         next    = sv_cm_timers(now);
         timeout = (next == UINT64_MAX) ? -1 :
-                  (next <= now) ? 0 : (int)((next - now) / 1000000) + 1;
-        r = poll(pfd, n, timeout);
+                  (next <= now)        ? 0 :
+                                         (int)((next - now) / 1000000) + 1;
+        r       = poll(pfd, n, timeout);
         if (r <= 0) {
             continue;
         }

@@ -52,7 +52,7 @@ SV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
         return NULL;
     }
 
-    s = &shm->cqs[idx];
+    s             = &shm->cqs[idx];
     s->owner      = (uint16_t)sv_g.slot;
     s->id         = sv_new_id();
     s->armed      = 0;

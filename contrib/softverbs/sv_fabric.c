@@ -148,8 +148,8 @@ void sv_config_load(sv_config_t *cfg)
     cfg->link_gbps   = sv_env_double("SOFTVERBS_LINK_GBPS", 0);
     cfg->link_lat_us = sv_env_double("SOFTVERBS_LINK_LAT_US", 0);
     cfg->create_dev_node = (int)sv_env_double("SOFTVERBS_DEV_NODE", 1);
-    cfg->cm_port = (unsigned)sv_env_double("SOFTVERBS_CM_PORT",
-                                           SV_CM_PORT_DEFAULT);
+    cfg->cm_port         = (unsigned)sv_env_double("SOFTVERBS_CM_PORT",
+                                                   SV_CM_PORT_DEFAULT);
     if ((cfg->cm_port == 0) || (cfg->cm_port > 65535)) {
         cfg->cm_port = SV_CM_PORT_DEFAULT;
     }

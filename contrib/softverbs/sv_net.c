@@ -812,8 +812,8 @@ static sv_net_conn_t *sv_net_conn_get(int dev, uint32_t lid, uint32_t qpn,
     fcntl(fd, F_SETFL, flags);
     sv_net_tune_fd(fd, 0);
     /* the responder gives a handshake SV_NET_HANDSHAKE_NS */
-    if (sv_net_handshake(fd, dev, lid, (uint16_t)(qpn >> SV_QPN_SLOT_SHIFT),
-                         0, ip, port, SV_NET_HANDSHAKE_NS, NULL) != 0) {
+    if (sv_net_handshake(fd, dev, lid, (uint16_t)(qpn >> SV_QPN_SLOT_SHIFT), 0,
+                         ip, port, SV_NET_HANDSHAKE_NS, NULL) != 0) {
         close(fd);
         goto out;
     }

@@ -735,9 +735,9 @@ int sv_net_handshake_accept(int fd, uint32_t ip, uint16_t want_slot,
         return -1;
     }
     memset(&ch, 0, sizeof(ch));
-    ch.magic   = SV_NET_MAGIC;
-    ch.kind    = SV_NET_CHALLENGE;
-    ch.version = SV_NET_VERSION;
+    ch.magic    = SV_NET_MAGIC;
+    ch.kind     = SV_NET_CHALLENGE;
+    ch.version  = SV_NET_VERSION;
     ch.slot     = (uint16_t)sv_g.slot;
     ch.reserved = gen;
     if (sv_auth_random(ch.nonce, sizeof(ch.nonce)) != 0) {
@@ -776,8 +776,8 @@ static int sv_net_accept_handshake(sv_net_peer_t *p)
 {
     sv_net_auth_t hello;
 
-    if (sv_net_handshake_accept(p->fd, p->ip, (uint16_t)sv_g.slot, 0,
-                                &hello) != 0) {
+    if (sv_net_handshake_accept(p->fd, p->ip, (uint16_t)sv_g.slot, 0, &hello) !=
+        0) {
         return -1;
     }
     p->lid  = hello.lid;

@@ -17,8 +17,7 @@
 /* the ring of a receive queue that may hold max_wr WQEs (sv_rq_t) */
 static int sv_rq_init(sv_rq_t *rq, uint32_t max_wr)
 {
-    int ret = sv_ring_init(&rq->ring, 2 * max_wr, sizeof(sv_rwqe_t),
-                           sv_g.slot);
+    int ret = sv_ring_init(&rq->ring, 2 * max_wr, sizeof(sv_rwqe_t), sv_g.slot);
 
     rq->cap = (ret == 0) ? rq->ring.size / 2 : 0;
     return ret;
@@ -249,7 +248,7 @@ SV_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *pd,
     s->async_bits    = 0;
     s->async_fd      = pd->context->async_fd;
     s->ctx_id        = sv_ctx(pd->context)->id;
-    ret = sv_rq_init(&s->rq, attr->attr.max_wr);
+    ret              = sv_rq_init(&s->rq, attr->attr.max_wr);
     if (ret != 0) {
         SV_STORE(&s->in_use, 0);
         free(srq);
@@ -617,7 +616,7 @@ SV_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *a,
     a->dest_qp_num        = qp->s->dest_qpn;
     a->qp_access_flags    = (int)qp->s->access;
     a->cap.max_send_wr    = qp->sq_max;
-    a->cap.max_recv_wr    = qp->srq ? 0 : qp->s->rq.cap;
+    a->cap.max_recv_wr     = qp->srq ? 0 : qp->s->rq.cap;
     a->cap.max_send_sge   = qp->max_send_sge;
     a->cap.max_recv_sge   = qp->s->rq.max_sge;
     a->cap.max_inline_data = qp->max_inline;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#define SV_TRACE_EVENTS (1u << 20)  /* per thread */
+#define SV_TRACE_EVENTS  (1u << 20) /* per thread */
 #define SV_TRACE_THREADS 16
 
 typedef struct {
@@ -26,12 +26,12 @@ typedef struct {
 
 typedef struct {
     sv_trace_ev_t *ev;
-    uint32_t       n, dropped;
+    uint32_t n, dropped;
 } sv_trace_buf_t;
 
 static sv_trace_buf_t sv_trace_bufs[SV_TRACE_THREADS];
 static uint32_t sv_trace_nbufs;
-static uint64_t sv_trace_t0_ns, sv_trace_t0_tsc;  /* to convert cycles */
+static uint64_t sv_trace_t0_ns, sv_trace_t0_tsc; /* to convert cycles */
 static __thread sv_trace_buf_t *sv_trace_mine;
 
 static void sv_trace_dump(void)
@@ -47,9 +47,9 @@ static void sv_trace_dump(void)
     if (f == NULL) {
         return;
     }
-    fprintf(f, "# tsc_hz %.0f\n", (double)(__rdtsc() - sv_trace_t0_tsc) *
-                                     1e9 / (double)(sv_now_ns() -
-                                                    sv_trace_t0_ns));
+    fprintf(f, "# tsc_hz %.0f\n",
+            (double)(__rdtsc() - sv_trace_t0_tsc) * 1e9 /
+                    (double)(sv_now_ns() - sv_trace_t0_ns));
     n = SV_LOAD(&sv_trace_nbufs);
     for (t = 0; t < n && t < SV_TRACE_THREADS; ++t) {
         for (i = 0; i < sv_trace_bufs[t].n; ++i) {
@@ -66,7 +66,7 @@ static void sv_trace_dump(void)
 
 void sv_trace(sv_trace_stage_t stage)
 {
-    uint64_t tsc = __rdtsc();
+    uint64_t tsc      = __rdtsc();
     sv_trace_buf_t *b = sv_trace_mine;
     uint32_t t;
 

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 typedef struct {
-    struct sockaddr_in addr;   /* where rank 0 listens */
+    struct sockaddr_in addr; /* where rank 0 listens */
 } cm_where_t;
 
 /* this rank's address: its host's SOFTVERBS_NET address, or loopback */
@@ -41,8 +41,7 @@ static struct sockaddr_in cm_my_addr(void)
 /* the next event of the channel within secs, or a failure saying which
  * came instead; the caller acks it */
 static struct rdma_cm_event *cm_event(struct rdma_event_channel *ch,
-                                      enum rdma_cm_event_type want,
-                                      double secs)
+                                      enum rdma_cm_event_type want, double secs)
 {
     struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
     struct rdma_cm_event *ev;
@@ -65,9 +64,8 @@ static void cm_ack_next(struct rdma_event_channel *ch,
 }
 
 /* rank 0: a listener on an ephemeral port of its address, told to rank 1 */
-static struct rdma_cm_id *cm_listen(th_oob_t *oob,
-                                    struct rdma_event_channel *ch,
-                                    enum rdma_port_space ps)
+static struct rdma_cm_id *
+cm_listen(th_oob_t *oob, struct rdma_event_channel *ch, enum rdma_port_space ps)
 {
     struct rdma_cm_id *l;
     cm_where_t w;
@@ -92,8 +90,8 @@ static struct rdma_cm_id *cm_resolve(th_oob_t *oob,
 
     th_oob_recv(oob, 0, &w, sizeof(w));
     TH_ASSERT_EQ(rdma_create_id(ch, &id, NULL, ps), 0);
-    TH_ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&w.addr,
-                                   2000), 0);
+    TH_ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&w.addr, 2000),
+                 0);
     cm_ack_next(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 10);
     TH_ASSERT(id->verbs != NULL && id->pd != NULL);
     TH_ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
@@ -131,7 +129,8 @@ static void connect_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     struct ibv_wc wc;
     char buf[64];
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     TH_ASSERT(ch != NULL);
     memset(&param, 0, sizeof(param));
     param.responder_resources = 1;
@@ -180,7 +179,8 @@ static void connect_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         snprintf(buf, sizeof(buf), "ping over the rdma_cm QP");
         sge = svt_sge(buf, sizeof(buf), mr);
         TH_ASSERT_EQ(svt_post(id->qp, IBV_WR_SEND, &sge, 1, 0, 0, 9,
-                              IBV_SEND_SIGNALED), 0);
+                              IBV_SEND_SIGNALED),
+                     0);
         svt_poll(id->send_cq, &wc, 10);
         TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
         TH_ASSERT_EQ(rdma_disconnect(id), 0);
@@ -208,10 +208,11 @@ static const char cm_rej_data[] = "not today";
 static void reject_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     struct rdma_event_channel *ch = rdma_create_event_channel();
-    struct rdma_cm_id *l = NULL, *id;
+    struct rdma_cm_id *l          = NULL, *id;
     struct rdma_cm_event *ev;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     TH_ASSERT(ch != NULL);
     if (rank == 0) {
         l  = cm_listen(oob, ch, RDMA_PS_TCP);
@@ -252,7 +253,8 @@ static void no_listener_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     struct rdma_cm_event *ev;
     cm_where_t w;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     TH_ASSERT(ch != NULL);
     if (rank == 0) {
         /* a listener, gone before the client connects (its port is then
@@ -266,7 +268,8 @@ static void no_listener_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         th_oob_barrier(oob);
         TH_ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
         TH_ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&w.addr,
-                                       2000), 0);
+                                       2000),
+                     0);
         cm_ack_next(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 10);
         TH_ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
         cm_ack_next(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 10);
@@ -357,7 +360,7 @@ static void cm_kill_run(th_proc_fn_t fn)
 static void killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     struct rdma_event_channel *ch = rdma_create_event_channel();
-    cm_kill_t *sh = arg;
+    cm_kill_t *sh                 = arg;
     struct rdma_cm_event *ev;
     struct rdma_cm_id *id;
     double t0;
@@ -373,7 +376,7 @@ static void killed_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         TH_ASSERT_EQ(rdma_accept(id, NULL), 0);
         cm_ack_next(ch, RDMA_CM_EVENT_ESTABLISHED, 10);
         for (;;) {
-            pause();   /* killed by the test */
+            pause(); /* killed by the test */
         }
     }
     id = cm_resolve(oob, ch, RDMA_PS_TCP);
@@ -400,7 +403,7 @@ SVT_TEST_HOSTS(cm_killed_peer)
 static void killed_before_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     struct rdma_event_channel *ch = rdma_create_event_channel();
-    cm_kill_t *sh = arg;
+    cm_kill_t *sh                 = arg;
     struct rdma_cm_event *ev;
     struct rdma_cm_id *id;
 
@@ -419,7 +422,7 @@ static void killed_before_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     TH_ASSERT_EQ(rdma_connect(id, NULL), 0);
     th_oob_barrier(oob);
     sh->ready = 1;
-    ev = cm_event(ch, RDMA_CM_EVENT_REJECTED, 3);
+    ev        = cm_event(ch, RDMA_CM_EVENT_REJECTED, 3);
     TH_ASSERT_EQ(ev->status, 28);
     TH_ASSERT_EQ(rdma_ack_cm_event(ev), 0);
     TH_ASSERT_EQ(rdma_destroy_id(id), 0);
@@ -444,11 +447,12 @@ static void timeout_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     struct rdma_cm_id *l, *id;
     double t0, took;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     TH_ASSERT(ch != NULL);
     if (rank == 0) {
         l = cm_listen(oob, ch, RDMA_PS_TCP);
-        th_oob_barrier(oob);   /* the client has its answer */
+        th_oob_barrier(oob); /* the client has its answer */
         TH_ASSERT_EQ(rdma_destroy_id(l), 0);
     } else {
         id = cm_resolve(oob, ch, RDMA_PS_TCP);
@@ -480,7 +484,7 @@ TH_TEST(softverbs, cm_timeout)
 static void ud_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 {
     struct rdma_event_channel *ch = rdma_create_event_channel();
-    struct rdma_cm_id *l = NULL, *id;
+    struct rdma_cm_id *l          = NULL, *id;
     struct rdma_cm_event *ev;
     struct ibv_send_wr wr, *bad;
     struct ibv_ah *ah;
@@ -489,7 +493,8 @@ static void ud_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     struct ibv_wc wc;
     char buf[128];
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     TH_ASSERT(ch != NULL);
     if (rank == 0) {
         l  = cm_listen(oob, ch, RDMA_PS_UDP);
@@ -504,7 +509,7 @@ static void ud_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         TH_ASSERT_EQ(rdma_accept(id, NULL), 0);
         svt_poll(id->recv_cq, &wc, 10);
         TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
-        TH_ASSERT_STR_EQ(buf + 40, "a datagram");   /* after the GRH */
+        TH_ASSERT_STR_EQ(buf + 40, "a datagram"); /* after the GRH */
         th_oob_barrier(oob);
     } else {
         id = cm_resolve(oob, ch, RDMA_PS_UDP);
@@ -559,27 +564,29 @@ static void sync_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     char port[16];
     cm_where_t w;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     memset(&hints, 0, sizeof(hints));
     hints.ai_port_space = RDMA_PS_TCP;
     memset(&qa, 0, sizeof(qa));
     qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
     qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-    qa.sq_sig_all = 1;
+    qa.sq_sig_all                             = 1;
     if (rank == 0) {
         hints.ai_flags = RAI_PASSIVE;
         w.addr         = cm_my_addr();
         TH_ASSERT_EQ(rdma_getaddrinfo(inet_ntoa(w.addr.sin_addr), "0", &hints,
-                                      &res), 0);
+                                      &res),
+                     0);
         TH_ASSERT_EQ(rdma_create_ep(&l, res, NULL, &qa), 0);
         rdma_freeaddrinfo(res);
         TH_ASSERT_EQ(rdma_listen(l, 0), 0);
         w.addr.sin_port = rdma_get_src_port(l);
         th_oob_send(oob, 1, &w, sizeof(w));
         TH_ASSERT_EQ(rdma_get_request(l, &id), 0);
-        TH_ASSERT(id->qp != NULL);   /* made from rdma_create_ep's attr */
+        TH_ASSERT(id->qp != NULL); /* made from rdma_create_ep's attr */
         TH_ASSERT(id->event != NULL);
-        TH_ASSERT_EQ(rdma_accept(id, NULL), 0);   /* waits: ESTABLISHED */
+        TH_ASSERT_EQ(rdma_accept(id, NULL), 0); /* waits: ESTABLISHED */
         TH_ASSERT_EQ(id->qp->state, IBV_QPS_RTS);
         th_oob_barrier(oob);
         rdma_disconnect(id);
@@ -589,12 +596,13 @@ static void sync_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         th_oob_recv(oob, 0, &w, sizeof(w));
         snprintf(port, sizeof(port), "%u", (unsigned)ntohs(w.addr.sin_port));
         TH_ASSERT_EQ(rdma_getaddrinfo(inet_ntoa(w.addr.sin_addr), port, &hints,
-                                      &res), 0);
+                                      &res),
+                     0);
         TH_ASSERT(res->ai_dst_addr != NULL);
         TH_ASSERT_EQ(rdma_create_ep(&id, res, NULL, &qa), 0);
         rdma_freeaddrinfo(res);
         TH_ASSERT(id->qp != NULL && id->send_cq_channel != NULL);
-        TH_ASSERT_EQ(rdma_connect(id, NULL), 0);  /* waits: ESTABLISHED */
+        TH_ASSERT_EQ(rdma_connect(id, NULL), 0); /* waits: ESTABLISHED */
         TH_ASSERT_EQ(id->qp->state, IBV_QPS_RTS);
         th_oob_barrier(oob);
         rdma_disconnect(id);
@@ -636,11 +644,13 @@ TH_TEST(softverbs, cm_ports)
     /* free again */
     TH_ASSERT_EQ(rdma_create_id(ch, &a, NULL, RDMA_PS_TCP), 0);
     TH_ASSERT_EQ(rdma_set_option(a, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR,
-                                 &one, sizeof(one)), 0);
+                                 &one, sizeof(one)),
+                 0);
     TH_ASSERT_EQ(rdma_bind_addr(a, (struct sockaddr *)&in), 0);
     TH_ASSERT_EQ(rdma_create_id(ch, &b, NULL, RDMA_PS_TCP), 0);
     TH_ASSERT_EQ(rdma_set_option(b, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR,
-                                 &one, sizeof(one)), 0);
+                                 &one, sizeof(one)),
+                 0);
     TH_ASSERT_EQ(rdma_bind_addr(b, (struct sockaddr *)&in), 0);
     /* but two listeners on one port, never */
     TH_ASSERT_EQ(rdma_listen(a, 1), 0);
@@ -667,7 +677,8 @@ static void cm_port_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     char junk[512];
     double t0;
 
-    (void)nprocs; (void)arg;
+    (void)nprocs;
+    (void)arg;
     TH_ASSERT(ch != NULL);
     if (rank == 0) {
         l  = cm_listen(oob, ch, RDMA_PS_TCP);
@@ -687,7 +698,7 @@ static void cm_port_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         memset(&sa, 0, sizeof(sa));
         sa.sin_family = AF_INET;
         sa.sin_addr   = w.addr.sin_addr;
-        sa.sin_port   = htons(18699);   /* SOFTVERBS_CM_PORT default */
+        sa.sin_port   = htons(18699); /* SOFTVERBS_CM_PORT default */
         for (i = 0; i < 2; ++i) {
             fd = socket(AF_INET, SOCK_STREAM, 0);
             TH_ASSERT(fd >= 0);
@@ -702,13 +713,14 @@ static void cm_port_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         for (i = 0; i < 5; ++i) {
             silent[i] = socket(AF_INET, SOCK_STREAM, 0);
             TH_ASSERT(silent[i] >= 0);
-            TH_ASSERT_EQ(connect(silent[i], (struct sockaddr *)&sa,
-                                 sizeof(sa)), 0);
+            TH_ASSERT_EQ(connect(silent[i], (struct sockaddr *)&sa, sizeof(sa)),
+                         0);
         }
         t0 = th_time();
         TH_ASSERT_EQ(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP), 0);
         TH_ASSERT_EQ(rdma_resolve_addr(id, NULL, (struct sockaddr *)&w.addr,
-                                       2000), 0);
+                                       2000),
+                     0);
         cm_ack_next(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 10);
         TH_ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
         cm_ack_next(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 10);

@@ -12,13 +12,13 @@
 
 #include <errno.h>
 
-#define RING_MSGS 2000  /* messages through a full queue: many laps */
+#define RING_MSGS 2000 /* messages through a full queue: many laps */
 
 typedef struct {
-    svt_ep_t       a, b;   /* a sends, b receives */
-    uint8_t       *buf;    /* a's payloads, then b's receive slots */
+    svt_ep_t a, b; /* a sends, b receives */
+    uint8_t *buf; /* a's payloads, then b's receive slots */
     struct ibv_mr *mra, *mrb;
-    uint32_t       cap;    /* b's receive capacity, as created */
+    uint32_t cap; /* b's receive capacity, as created */
 } ring_pair_t;
 
 /* two QPs of this process, connected; b receives on its RQ or an SRQ */
@@ -64,8 +64,7 @@ static void ring_close(ring_pair_t *p)
 /* post one 8-byte receive slot of b (slot = wr_id mod 32); 0 or errno */
 static int ring_post_recv(ring_pair_t *p, uint64_t wr_id)
 {
-    struct ibv_sge sge = svt_sge(p->buf + 4096 + (wr_id % 32) * 8, 8,
-                                 p->mrb);
+    struct ibv_sge sge = svt_sge(p->buf + 4096 + (wr_id % 32) * 8, 8, p->mrb);
     struct ibv_recv_wr wr, *bad;
 
     memset(&wr, 0, sizeof(wr));
@@ -85,15 +84,15 @@ static void ring_send_expect(ring_pair_t *p, uint64_t v, uint64_t wr_id)
 
     memcpy(p->buf, &v, 8);
     TH_ASSERT_EQ(svt_post(p->a.qp, IBV_WR_SEND, &sge, 1, 0, 0, v,
-                          IBV_SEND_SIGNALED), 0);
+                          IBV_SEND_SIGNALED),
+                 0);
     svt_poll(p->a.scq, &wc, 10);
     TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
     svt_poll(p->b.rcq, &wc, 10);
     TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
     if (wc.wr_id != wr_id) {
-        TH_FAIL("message %lu completed WQE %lu, expected %lu",
-                (unsigned long)v, (unsigned long)wc.wr_id,
-                (unsigned long)wr_id);
+        TH_FAIL("message %lu completed WQE %lu, expected %lu", (unsigned long)v,
+                (unsigned long)wc.wr_id, (unsigned long)wr_id);
     }
     memcpy(&got, p->buf + 4096 + (wr_id % 32) * 8, 8);
     TH_ASSERT_EQ(got, v);
@@ -148,7 +147,7 @@ TH_TEST(softverbs, ring_reset_drops_wqes)
     for (i = 0; i < p.cap; ++i) {
         TH_ASSERT_EQ(ring_post_recv(&p, i), 0);
     }
-    ring_send_expect(&p, 7, 0);   /* one consumed, and its CQE polled */
+    ring_send_expect(&p, 7, 0); /* one consumed, and its CQE polled */
     memset(&qa, 0, sizeof(qa));
     qa.qp_state = IBV_QPS_RESET;
     TH_ASSERT_EQ(ibv_modify_qp(p.b.qp, &qa, IBV_QP_STATE), 0);
@@ -203,9 +202,9 @@ TH_TEST(softverbs, ring_cq_overrun)
     qa.cap.max_recv_wr  = 1;
     qa.cap.max_send_sge = 1;
     qa.cap.max_recv_sge = 1;
-    eb     = ea;
-    ea.qp  = ibv_create_qp(ea.pd, &qa);
-    eb.qp  = ibv_create_qp(ea.pd, &qa);
+    eb                  = ea;
+    ea.qp               = ibv_create_qp(ea.pd, &qa);
+    eb.qp               = ibv_create_qp(ea.pd, &qa);
     TH_ASSERT(ea.qp != NULL && eb.qp != NULL);
     ia = svt_info(&ea, mr);
     ib = svt_info(&eb, mr);
@@ -217,7 +216,8 @@ TH_TEST(softverbs, ring_cq_overrun)
     for (i = 0; i < cqe + 4; ++i) {
         TH_ASSERT_EQ(svt_post(ea.qp, IBV_WR_RDMA_WRITE, &sge, 1,
                               (uintptr_t)(buf + 8), mr->rkey, i,
-                              IBV_SEND_SIGNALED), 0);
+                              IBV_SEND_SIGNALED),
+                     0);
     }
     /* at least the cqe it reported (softverbs keeps one spare entry) */
     n = ibv_poll_cq(cq, 16, wc);
@@ -231,7 +231,8 @@ TH_TEST(softverbs, ring_cq_overrun)
     for (i = 0; i < 10 * cqe; ++i) {
         TH_ASSERT_EQ(svt_post(ea.qp, IBV_WR_RDMA_WRITE, &sge, 1,
                               (uintptr_t)(buf + 8), mr->rkey, 100 + i,
-                              IBV_SEND_SIGNALED), 0);
+                              IBV_SEND_SIGNALED),
+                     0);
         svt_poll(cq, wc, 10);
         TH_ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS);
         TH_ASSERT_EQ(wc[0].wr_id, 100 + i);

@@ -5,7 +5,8 @@
 bench_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 : "${UCX_HCR_PREFIX:=$bench_top/build/install}"
 PERFTEST=$UCX_HCR_PREFIX/bin/ucx_perftest
-SOFTVERBS_LIB=$UCX_HCR_PREFIX/lib/libsoftverbs.so
+# SOFTVERBS_LIB may name another build of the library (a before/after run)
+SOFTVERBS_LIB=${SOFTVERBS_LIB:-$UCX_HCR_PREFIX/lib/libsoftverbs.so}
 
 # Environment that loads softverbs, or nothing when it is not installed
 # (softverbs enforces RLIMIT_MEMLOCK; UCX's verbs ifaces register more than

@@ -16,8 +16,12 @@
  *  - rvma_target.c  a put arriving at the target: window lookup, placement
  *                   (eager copy or rendezvous fetch), the reply;
  *  - rvma_put.c     the initiator: ucp_rvma_put_nbx() and its request;
- *  - rvma_fast.c    the fast path on lanes with put-with-notify (hcr): ring
- *                   leases, one write-with-immediate per put, batched acks;
+ *  - rvma_fast.c    the fast path on lanes with put-with-notify (hcr): its
+ *                   whole picture, life cycle and endpoint query;
+ *  - rvma_lease.c   fast path, initiator: the lease of a ring, one
+ *                   write-with-immediate per put;
+ *  - rvma_ring.c    fast path, target: the leased rings and their records;
+ *  - rvma_ack.c     fast path: acknowledging records in batches;
  *  - rvma_read.c    fast path puts too large to copy: the target reads the
  *                   data from the initiator's buffer into the posted one.
  *
@@ -31,7 +35,7 @@
  * message (id + 1) holding ucp_rvma_reply_hdr_t, which completes the
  * initiator's request with the target's verdict.
  *
- * Fast path (rvma_fast.c): where the active message lane has
+ * Fast path (the picture in rvma_fast.c): where the active message lane has
  * uct_ep_put_notify_zcopy(), the target leases each initiator a registered
  * ring; a put of up to UCX_HCR_RVMA_FAST_MAX bytes is then one
  * write-with-immediate of a ucp_rvma_rec_hdr_t, the data and a trailer word
@@ -45,6 +49,7 @@
  */
 
 #include <ucp/api/ucpx_rvma.h>
+#include <ucp/core/ucp_types.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
@@ -289,26 +294,112 @@ typedef union ucp_rvma_msg {
 } ucp_rvma_msg_t;
 
 
-/* rvma_worker.c */
-/* Ways this process's RVMA can break its protocol on purpose, so that the
- * test harness can check that a peer holds: a peer is never trusted */
-enum {
-    UCP_RVMA_FAULT_LEASE_REQ_AGAIN = UCS_BIT(0), /* initiator: ask for a ring
-                                                    UCP_RVMA_MAX_RINGS more
-                                                    times */
-    UCP_RVMA_FAULT_LEASE_NO_RKEY   = UCS_BIT(1) /* target: a lease without
-                                                    its rkey */
+typedef enum {
+    UCP_RVMA_LEASE_REQUESTED,
+    UCP_RVMA_LEASE_READY,
+    UCP_RVMA_LEASE_REFUSED /* no fast path on this endpoint */
+} ucp_rvma_lease_state_t;
+
+
+/* Initiator: the registration of a read record's buffer, kept until the
+ * target acknowledges the record */
+typedef struct ucp_rvma_lease_read {
+    uint32_t seq;
+    uct_mem_h memh;
+} ucp_rvma_lease_read_t;
+
+
+/* Initiator: a ring leased from the target of one endpoint */
+struct ucp_rvma_lease {
+    ucp_rvma_lease_state_t state;
+    uct_ep_h uct_ep; /* the lane it was leased for */
+    uct_md_h md; /* the lane's memory domain */
+    uct_component_h component;
+    uct_rkey_bundle_t rkey; /* the target's ring */
+    uint64_t raddr;
+    size_t size;
+    uint16_t ring_id;
+    void *staging; /* registered mirror of the ring */
+    uct_mem_h memh;
+    uint64_t head; /* bytes written, skips included */
+    uint64_t tail; /* bytes the target has consumed */
+    uint32_t seq; /* records written */
+    uint32_t acked_seq; /* records acknowledged */
+    uint64_t puts; /* sent by the fast path */
+    size_t read_min; /* puts read by the target: from */
+    size_t read_max; /* this size to this; 0: none */
+    size_t rkey_size; /* packed, in a read record */
+    ucp_rvma_lease_read_t reads[UCP_RVMA_LEASE_READS];
+    unsigned reads_head;
+    unsigned reads_tail;
+    ucp_rvma_ring_t *ring; /* the target leased us this one: its
+                                         acks ride on our records */
+    uint64_t req_id[UCP_RVMA_LEASE_INFLIGHT];
 };
 
-/* Set by ucp_rvma_test_fault(); 0 outside the test harness */
-extern unsigned ucp_rvma_faults;
 
-/* Break the protocol as 'faults' (UCP_RVMA_FAULT_*) says, once each */
-void ucp_rvma_test_fault(unsigned faults);
+/* Bytes a record of length data bytes takes in a ring */
+static UCS_F_ALWAYS_INLINE size_t ucp_rvma_rec_size(size_t length)
+{
+    return ucs_align_up_pow2(sizeof(ucp_rvma_rec_hdr_t) + length +
+                                     sizeof(uint64_t),
+                             UCP_RVMA_RING_ALIGN);
+}
 
-/* Rings this worker leases to initiators (test harness) */
-unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
+/* A record's last 8 bytes. Never 0, which is what the target leaves where a
+ * trailer could be (ucp_rvma_ring_clear()). */
+static UCS_F_ALWAYS_INLINE uint64_t ucp_rvma_rec_trailer(uint32_t seq,
+                                                         size_t length)
+{
+    return UCS_BIT(63) | ((uint64_t)length << 32) | seq;
+}
 
+
+/* Acknowledgement owed by a ring: it waits a progress round for a record
+ * going back to carry it */
+typedef enum {
+    UCP_RVMA_ACK_NONE,
+    UCP_RVMA_ACK_OWED, /* since this progress round */
+    UCP_RVMA_ACK_OVERDUE /* since the last one: send it */
+} ucp_rvma_ack_state_t;
+
+
+/* Target: a ring leased to the initiator of one endpoint */
+struct ucp_rvma_ring {
+    ucp_rvma_worker_t *rw;
+    uint16_t id;
+    ucp_ep_h ep; /* to the initiator, for the acks */
+    uint64_t initiator_ep;
+    void *base;
+    size_t size;
+    uct_md_h md;
+    uct_mem_h memh;
+    uint64_t cons; /* bytes consumed, skips included */
+    uint64_t acked_cons;
+    uint32_t seq; /* records handled */
+    uint32_t notified; /* notifications handled */
+    uint32_t acked_seq;
+    uint8_t n_err;
+    ucp_rvma_ack_err_t err[UCP_RVMA_ACK_MAX_ERR];
+    ucp_rvma_lease_t *lease; /* our lease on the initiator's
+                                            ring: our records carry its
+                                            acks */
+    int ack_in_records; /* they may */
+    uint64_t ack_msgs; /* acks sent by message */
+    uint64_t ack_carried; /* acks carried by our records */
+    uint64_t taken_polled; /* records found by polling */
+    uint64_t taken_notified; /* records taken at completion */
+    ucp_rvma_read_t *read; /* the record being read, which
+                                            the records behind wait for */
+    size_t read_pos; /* its place in the ring */
+    size_t read_rec_size;
+    ucp_rvma_ack_state_t ack_owed; /* not NONE: in rw->ack_list */
+    ucs_list_link_t list;
+    unsigned dropped_reqs; /* lease requests dropped since */
+};
+
+
+/* rvma_worker.c */
 void ucp_rvma_config_mark_used(void);
 
 ucs_status_t ucp_rvma_worker_get(ucp_worker_h worker,
@@ -366,10 +457,24 @@ ucs_status_t ucp_rvma_put_reply_handler(void *arg, const void *header,
                                         const ucp_am_recv_param_t *param);
 
 /* rvma_fast.c */
-ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
-                               uint64_t req_id, uint64_t vaddr,
-                               uint64_t offset, const void *buffer,
-                               size_t length);
+/* Ways this process's RVMA can break its protocol on purpose, so that the
+ * test harness can check that a peer holds: a peer is never trusted */
+enum {
+    UCP_RVMA_FAULT_LEASE_REQ_AGAIN = UCS_BIT(0), /* initiator: ask for a ring
+                                                    UCP_RVMA_MAX_RINGS more
+                                                    times */
+    UCP_RVMA_FAULT_LEASE_NO_RKEY   = UCS_BIT(1) /* target: a lease without
+                                                    its rkey */
+};
+
+/* Set by ucp_rvma_test_fault(); 0 outside the test harness */
+extern unsigned ucp_rvma_faults;
+
+/* Break the protocol as 'faults' (UCP_RVMA_FAULT_*) says, once each */
+void ucp_rvma_test_fault(unsigned faults);
+
+/* Rings this worker leases to initiators (test harness) */
+unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
 
 ucs_status_t ucp_rvma_fast_init(ucp_rvma_worker_t *rw);
 
@@ -377,7 +482,60 @@ void ucp_rvma_fast_cleanup(ucp_rvma_worker_t *rw);
 
 void ucp_rvma_ep_cleanup(ucp_ep_h ep);
 
+const char *
+ucp_rvma_md_component_name(ucp_context_h context, ucp_md_index_t md_index);
+
+/* rvma_lease.c: initiator */
+ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                               uint64_t req_id, uint64_t vaddr,
+                               uint64_t offset, const void *buffer,
+                               size_t length);
+
+ucp_rvma_lease_t *ucp_rvma_lease_find(ucp_rvma_worker_t *rw, ucp_ep_h ep);
+
+ucp_rvma_lease_t *ucp_rvma_lease_by_id(ucp_rvma_worker_t *rw, uint64_t ep_id,
+                                       ucp_rvma_lease_state_t state,
+                                       ucp_ep_h *ep_p);
+
+void ucp_rvma_lease_free(ucp_rvma_lease_t *lease);
+
+void ucp_rvma_lease_release_reads(ucp_rvma_lease_t *lease, uint32_t seq);
+
+ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
+                                    size_t header_length, void *data,
+                                    size_t length,
+                                    const ucp_am_recv_param_t *param);
+
+/* rvma_ring.c: target */
+ucp_rvma_ring_t *ucp_rvma_ring_find(ucp_rvma_worker_t *rw, ucp_ep_h ep);
+
+void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring);
+
 void ucp_rvma_ring_read_done(ucp_rvma_ring_t *ring, ucs_status_t status);
+
+ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
+                                        size_t header_length, void *data,
+                                        size_t length,
+                                        const ucp_am_recv_param_t *param);
+
+/* rvma_ack.c: target */
+void ucp_rvma_ring_acked(ucp_rvma_ring_t *ring);
+
+ucs_status_t ucp_rvma_ring_ack(ucp_rvma_ring_t *ring);
+
+void ucp_rvma_ring_ack_owed(ucp_rvma_ring_t *ring);
+
+unsigned ucp_rvma_ack_progress(ucp_rvma_worker_t *rw);
+
+/* rvma_ack.c: initiator */
+void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                        ucp_rvma_lease_t *lease, uint64_t cons, uint32_t seq,
+                        unsigned n_err, const ucp_rvma_ack_err_t *err);
+
+ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
+                                  size_t header_length, void *data,
+                                  size_t length,
+                                  const ucp_am_recv_param_t *param);
 
 /* rvma_read.c */
 ucs_status_t ucp_rvma_read_pack(uct_md_h md, const void *buffer,

@@ -20,7 +20,7 @@
 
 
 /*
- * The initiator. ucp_rvma_put_nbx() tries the fast path first (rvma_fast.c:
+ * The initiator. ucp_rvma_put_nbx() tries the fast path first (rvma_lease.c:
  * one write-with-immediate, the request completes with the target's ack).
  * Otherwise it sends one active message, and the request completes after two
  * events: the active message's local completion (the buffer may be reused)

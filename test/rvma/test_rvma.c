@@ -12,7 +12,7 @@
  * (UCX_TLS=hcr on softverbs) and on tcp (the generic path), side by side;
  * the three fast path tests run on hcr once more with the records taken only
  * at their completion, not found by polling the ring
- * (UCX_HCR_RVMA_RING_POLL=n).
+ * (UCX_RVMA_RING_POLL=n).
  *
  * Rank 0 is the target; the others are initiators. Ranks step through a test
  * with out-of-band messages; the target progresses its worker while it waits
@@ -21,9 +21,12 @@
 #include "th_ucx.h"
 
 #include <ucp/api/ucpx_rvma.h>
+#include <ucs/debug/log_def.h>
 
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -36,8 +39,8 @@
 typedef struct {
     const char *tls;
     int        nprocs;
-    int        ring_poll; /* UCX_HCR_RVMA_RING_POLL */
-    int fast; /* UCX_HCR_RVMA_FAST */
+    int ring_poll; /* UCX_RVMA_RING_POLL */
+    int fast; /* UCX_RVMA_FAST */
 } rvma_arg_t;
 
 /* whether puts on this run may take the fast path (a ring on hcr) */
@@ -55,14 +58,14 @@ static void rvma_env(const rvma_arg_t *arg)
     setenv("UCX_TLS", arg->tls, 1);
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
     if (arg->ring_poll) {
-        unsetenv("UCX_HCR_RVMA_RING_POLL"); /* the default: y */
+        unsetenv("UCX_RVMA_RING_POLL"); /* the default: y */
     } else {
-        setenv("UCX_HCR_RVMA_RING_POLL", "n", 1);
+        setenv("UCX_RVMA_RING_POLL", "n", 1);
     }
     if (arg->fast) {
-        unsetenv("UCX_HCR_RVMA_FAST"); /* the default: y */
+        unsetenv("UCX_RVMA_FAST"); /* the default: y */
     } else {
-        setenv("UCX_HCR_RVMA_FAST", "n", 1);
+        setenv("UCX_RVMA_FAST", "n", 1);
     }
 }
 
@@ -863,7 +866,7 @@ static void rvma_put_refused(th_ucp_t *ucp, const void *data, size_t length)
 #define RVMA_FAST_STRIDE  2048
 #define RVMA_FAST_SEQ     256    /* puts waited for one by one first */
 #define RVMA_FAST_WINDOW  64     /* requests in flight after them */
-#define RVMA_FAST_RING    8192   /* UCX_HCR_RVMA_RING_SIZE: wraps often */
+#define RVMA_FAST_RING    8192 /* UCX_RVMA_RING_SIZE: wraps often */
 
 static size_t rvma_fast_length(size_t i)
 {
@@ -1013,9 +1016,9 @@ static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     };
 
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_RING_SIZE", "8192", 1);   /* RVMA_FAST_RING: the
-                                                      ring wraps ~30 times */
-    setenv("UCX_HCR_RVMA_FAST_MAX", "2048", 1);    /* RVMA_FAST_STRIDE */
+    /* RVMA_FAST_RING (the ring wraps ~30 times), RVMA_FAST_STRIDE */
+    setenv("UCX_RVMA_RING_SIZE", "8192", 1);
+    setenv("UCX_RVMA_FAST_MAX", "2048", 1);
     rvma_blocks_run(varg, &blocks, oob, rank, nprocs);
 }
 
@@ -1025,7 +1028,7 @@ static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 #define RVMA_READ_STRIDE  (64 * 1024)
 #define RVMA_READ_SEQ     16     /* puts waited for one by one first */
 #define RVMA_READ_WINDOW  32     /* more in flight than a lease's read slots */
-#define RVMA_READ_FAST    1024   /* UCX_HCR_RVMA_FAST_MAX */
+#define RVMA_READ_FAST    1024 /* UCX_RVMA_FAST_MAX */
 
 /* 1 KiB + 1 .. 64 KiB: all read, most in several reads of 16 KiB */
 static size_t rvma_read_length(size_t i)
@@ -1055,7 +1058,7 @@ static void rvma_read_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     };
 
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_FAST_MAX", "1024", 1); /* RVMA_READ_FAST */
+    setenv("UCX_RVMA_FAST_MAX", "1024", 1); /* RVMA_READ_FAST */
     setenv("UCX_HCR_MAX_GET_ZCOPY", "16k", 1);
     rvma_blocks_run(varg, &blocks, oob, rank, nprocs);
 }
@@ -1310,7 +1313,7 @@ TH_TEST(rvma, read_path_no_ring_poll_hcr)
     rvma_run(rvma_read_rank, "hcr", 2, 0);
 }
 
-/* UCX_HCR_RVMA_FAST=n: the same puts, all by active message, on hcr */
+/* UCX_RVMA_FAST=n: the same puts, all by active message, on hcr */
 static void rvma_run_fast_off(th_proc_fn_t fn)
 {
     rvma_arg_t arg = {"hcr", 2, 1, 0};
@@ -1328,10 +1331,10 @@ TH_TEST(rvma, ack_in_reply_off_hcr)
     rvma_run_fast_off(rvma_pp_rank);
 }
 
-/* ---- UCX_HCR_RVMA_READ_MAX bounds the read path ------------------------ */
+/* ---- UCX_RVMA_READ_MAX bounds the read path ------------------------ */
 
-#define RVMA_RMAX_FAST 1024 /* UCX_HCR_RVMA_FAST_MAX */
-#define RVMA_RMAX      (32 * 1024) /* UCX_HCR_RVMA_READ_MAX of the test */
+#define RVMA_RMAX_FAST 1024 /* UCX_RVMA_FAST_MAX */
+#define RVMA_RMAX      (32 * 1024) /* UCX_RVMA_READ_MAX of the test */
 
 /* After the ring lease (two puts of 8 bytes), puts of 1 KiB + 1 and of
  * RVMA_RMAX are read records (fast path puts) when READ_MAX allows them,
@@ -1341,7 +1344,7 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     static const size_t lens[] = {8, 8, RVMA_RMAX_FAST + 1, RVMA_RMAX,
                                   RVMA_RMAX + 1};
-    size_t read_max = strtoul(getenv("UCX_HCR_RVMA_READ_MAX"), NULL, 0);
+    size_t read_max            = strtoul(getenv("UCX_RVMA_READ_MAX"), NULL, 0);
     size_t i, off, size = 0;
     ucp_ep_h eps[2] = {NULL};
     uint64_t length, before, after;
@@ -1358,7 +1361,7 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         size += lens[i];
     }
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_FAST_MAX", "1024", 1); /* RVMA_RMAX_FAST */
+    setenv("UCX_RVMA_FAST_MAX", "1024", 1); /* RVMA_RMAX_FAST */
     rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
 
     if (rank == 0) {
@@ -1400,13 +1403,13 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
 TH_TEST(rvma, read_max_hcr)
 {
-    setenv("UCX_HCR_RVMA_READ_MAX", "32k", 1); /* RVMA_RMAX */
+    setenv("UCX_RVMA_READ_MAX", "32k", 1); /* RVMA_RMAX */
     rvma_run(rvma_read_max_rank, "hcr", 2, 1);
 }
 
 TH_TEST(rvma, read_max_zero_hcr)
 {
-    setenv("UCX_HCR_RVMA_READ_MAX", "0", 1);
+    setenv("UCX_RVMA_READ_MAX", "0", 1);
     rvma_run(rvma_read_max_rank, "hcr", 2, 1);
 }
 
@@ -1506,7 +1509,7 @@ TH_TEST(rvma, peer_lease_without_rkey_hcr)
     rvma_run_fault(RVMA_FAULT_LEASE_NO_RKEY);
 }
 
-/* ---- UCX_HCR_RVMA_AM_ID moves RVMA's active message ids ---------------- */
+/* ---- UCX_RVMA_AM_ID moves RVMA's active message ids ---------------- */
 
 #define RVMA_APP_MAGIC 0x61707021u
 
@@ -1533,7 +1536,7 @@ rvma_app_am_cb(void *arg, const void *header, size_t header_length, void *data,
     return UCS_OK;
 }
 
-/* With UCX_HCR_RVMA_AM_ID=5000, the target's application registers its
+/* With UCX_RVMA_AM_ID=5000, the target's application registers its
  * own handler on 4000 (the default's first id) after RVMA set up its
  * handlers: the application's message reaches it, and a put still lands */
 static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
@@ -1552,7 +1555,7 @@ static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_t ucp;
 
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_AM_ID", "5000", 1);
+    setenv("UCX_RVMA_AM_ID", "5000", 1);
     rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
 
     if (rank == 0) {
@@ -1616,7 +1619,7 @@ TH_TEST(rvma, am_id_out_of_range)
 
     setenv("UCX_TLS", "tcp", 1);
     setenv("UCX_LOG_LEVEL", "fatal", 1); /* the error is expected */
-    setenv("UCX_HCR_RVMA_AM_ID", "65535", 1);
+    setenv("UCX_RVMA_AM_ID", "65535", 1);
     th_ucp_init(&ucp, UCP_FEATURE_AM);
     params.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR |
                         UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD |
@@ -1627,6 +1630,74 @@ TH_TEST(rvma, am_id_out_of_range)
     TH_ASSERT_EQ(ucp_rvma_win_create(ucp.worker, &params, &win),
                  UCS_ERR_INVALID_PARAM);
     th_ucp_cleanup(&ucp);
+}
+
+/* ---- the former names, UCX_HCR_RVMA_*, until the next release --------- */
+
+static int rvma_deprecations;
+static char rvma_deprecation[256];
+
+static ucs_log_func_rc_t
+rvma_deprecation_log(const char *file, unsigned line, const char *function,
+                     ucs_log_level_t level,
+                     const ucs_log_component_config_t *comp_conf,
+                     const char *message, va_list ap)
+{
+    char buf[256];
+
+    if (level == UCS_LOG_LEVEL_WARN) {
+        vsnprintf(buf, sizeof(buf), message, ap);
+        if (strstr(buf, "deprecated") != NULL) {
+            ++rvma_deprecations;
+            snprintf(rvma_deprecation, sizeof(rvma_deprecation), "%s", buf);
+        }
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+/* a worker's first RVMA call, which reads the settings */
+static ucs_status_t rvma_first_call(void)
+{
+    ucp_rvma_win_params_t params;
+    ucp_rvma_win_h win;
+    ucs_status_t status;
+    th_ucp_t ucp;
+
+    th_ucp_init(&ucp, UCP_FEATURE_AM);
+    params.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR |
+                        UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD |
+                        UCP_RVMA_WIN_PARAM_FIELD_TYPE;
+    params.vaddr     = RVMA_VADDR;
+    params.threshold = 100;
+    params.type      = UCP_RVMA_THRESHOLD_BYTES;
+    status           = ucp_rvma_win_create(ucp.worker, &params, &win);
+    if (status == UCS_OK) {
+        ucp_rvma_win_destroy(win);
+    }
+    th_ucp_cleanup(&ucp);
+    return status;
+}
+
+/* RVMA reads a setting under its former name (an AM_ID out of range is
+ * refused), says once that the name is deprecated and what replaces it, and
+ * the new name wins where both are set */
+TH_TEST(rvma, config_old_names)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    unsetenv("UCX_RVMA_AM_ID");
+    setenv("UCX_HCR_RVMA_AM_ID", "65535", 1);
+    ucs_log_push_handler(rvma_deprecation_log);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_ERR_INVALID_PARAM);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_ERR_INVALID_PARAM);
+    th_log("%d deprecation warning(s), the last: %s", rvma_deprecations,
+           rvma_deprecation);
+    TH_ASSERT_EQ(rvma_deprecations, 1);
+    TH_ASSERT(strstr(rvma_deprecation, "UCX_HCR_RVMA_AM_ID") != NULL);
+    TH_ASSERT(strstr(rvma_deprecation, "use UCX_RVMA_AM_ID") != NULL);
+
+    setenv("UCX_RVMA_AM_ID", "4000", 1);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_OK);
+    ucs_log_pop_handler();
 }
 
 TH_TEST_TIMEOUT(rvma, read_path_memlock_hcr, 120)
@@ -1824,12 +1895,19 @@ TH_TEST_TIMEOUT(rvma, example_halo, 120)
     free(out);
 }
 
-/* ---- UCX_HCR_RVMA_* count as used when a worker starts ------------------ */
+/* ---- UCX_RVMA_* count as used when a worker starts ---------------------- */
 
 TH_TEST(rvma, config_vars_used)
 {
     /* RVMA reads its variables at its first call, after UCP warned about
      * unused ones */
+    th_ucp_assert_var_used(UCP_FEATURE_AM, "UCX_RVMA_FAST_MAX", "8k",
+                           "UCX_RVMA_FASTMAX");
+}
+
+/* UCP reports unused variables once per process: a test of its own */
+TH_TEST(rvma, config_vars_used_old_name)
+{
     th_ucp_assert_var_used(UCP_FEATURE_AM, "UCX_HCR_RVMA_FAST_MAX", "8k",
                            "UCX_HCR_RVMA_FASTMAX");
 }

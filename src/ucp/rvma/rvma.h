@@ -25,7 +25,7 @@
  *  - rvma_read.c    fast path puts too large to copy: the target reads the
  *                   data from the initiator's buffer into the posted one.
  *
- * Wire protocol: a put is one UCP active message (id UCX_HCR_RVMA_AM_ID)
+ * Wire protocol: a put is one UCP active message (id UCX_RVMA_AM_ID)
  * whose user header is ucp_rvma_put_hdr_t and whose data is the put's data
  * (not sent with UCP_AM_SEND_FLAG_REPLY: in UCX 1.13.1 proto v2, such a
  * message crashes when it has to wait for resources; the header carries
@@ -37,13 +37,13 @@
  *
  * Fast path (the picture in rvma_fast.c): where the active message lane has
  * uct_ep_put_notify_zcopy(), the target leases each initiator a registered
- * ring; a put of up to UCX_HCR_RVMA_FAST_MAX bytes is then one
+ * ring; a put of up to UCX_RVMA_FAST_MAX bytes is then one
  * write-with-immediate of a ucp_rvma_rec_hdr_t, the data and a trailer word
  * into that ring. The target finds the record by polling the ring for the
  * trailer, or by the write's completion, and acknowledges the records in
  * batches: in the header of its own next fast put to the initiator, or else
  * by an ack message (ucp_rvma_ack_hdr_t) one progress round later. A put of
- * up to UCX_HCR_RVMA_READ_MAX bytes that is too large to copy is a record
+ * up to UCX_RVMA_READ_MAX bytes that is too large to copy is a record
  * naming the initiator's buffer instead (UCP_RVMA_REC_LENGTH_READ,
  * ucp_rvma_read_body_t), which the target reads from (rvma_read.c).
  */
@@ -58,7 +58,7 @@
 #include <uct/api/v2/uct_v2.h>
 
 
-/* Active message ids relative to UCX_HCR_RVMA_AM_ID */
+/* Active message ids relative to UCX_RVMA_AM_ID */
 enum {
     UCP_RVMA_AM_PUT       = 0, /* put, generic path */
     UCP_RVMA_AM_REPLY     = 1, /* its verdict */
@@ -226,17 +226,17 @@ KHASH_MAP_INIT_INT64(ucp_rvma_lease, ucp_rvma_lease_t*);
 struct ucp_rvma_worker {
     ucp_worker_h       worker;
     unsigned           am_id;     /* first of the active message ids */
-    int                fast;      /* UCX_HCR_RVMA_FAST */
-    size_t             ring_size; /* UCX_HCR_RVMA_RING_SIZE */
-    size_t             fast_max;  /* UCX_HCR_RVMA_FAST_MAX */
-    size_t             read_max;  /* UCX_HCR_RVMA_READ_MAX */
+    int fast; /* UCX_RVMA_FAST */
+    size_t ring_size; /* UCX_RVMA_RING_SIZE */
+    size_t fast_max; /* UCX_RVMA_FAST_MAX */
+    size_t read_max; /* UCX_RVMA_READ_MAX */
     khash_t(ucp_rvma_win) wins;   /* open and closed windows by vaddr */
     khash_t(ucp_rvma_lease) leases; /* initiator: by endpoint */
     ucp_rvma_ring_t    *rings[UCP_RVMA_MAX_RINGS]; /* target: by ring id */
     unsigned           rings_end; /* target: no ring at this id or above
                                      (not lowered when rings go) */
     unsigned           num_rings;
-    int                ring_poll; /* UCX_HCR_RVMA_RING_POLL */
+    int ring_poll; /* UCX_RVMA_RING_POLL */
     ucs_list_link_t    ack_list;  /* target: rings owing an ack */
     uct_worker_cb_id_t ring_cb_id; /* polls the rings, ages the acks */
     ucs_mpool_t        buf_mp;    /* ucp_rvma_buf_t */

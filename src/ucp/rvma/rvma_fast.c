@@ -48,7 +48,7 @@
  *
  * The put is one network operation, nothing else is on the path of the
  * target's notification, not even the receive completion of the write
- * (UCX_HCR_RVMA_RING_POLL): a record's trailer, its last 8 bytes, lands last
+ * (UCX_RVMA_RING_POLL): a record's trailer, its last 8 bytes, lands last
  * and holds its sequence number and length, and the target clears the
  * header and trailer words of the ring space it takes back
  * (ucp_rvma_ring_clear()). The completion still comes,
@@ -62,8 +62,8 @@
  * record that does not fit before the end of the ring starts again at 0, and
  * the target, seeing a position behind its own, knows the rest was skipped.
  *
- * A put larger than UCX_HCR_RVMA_FAST_MAX, and of up to
- * UCX_HCR_RVMA_READ_MAX bytes, is a record that names the initiator's
+ * A put larger than UCX_RVMA_FAST_MAX, and of up to
+ * UCX_RVMA_READ_MAX bytes, is a record that names the initiator's
  * buffer instead of holding the data, and the target reads the data from
  * there (rvma_read.c).
  *

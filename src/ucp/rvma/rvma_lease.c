@@ -37,7 +37,7 @@
  * The staging mirror is registered memory of the ring's size: a record is
  * written there at the place it takes in the target's ring, so the caller's
  * buffer is free once the write is posted. A put larger than
- * UCX_HCR_RVMA_FAST_MAX, of up to UCX_HCR_RVMA_READ_MAX bytes, is a record
+ * UCX_RVMA_FAST_MAX, of up to UCX_RVMA_READ_MAX bytes, is a record
  * that names the initiator's buffer instead (rvma_read.c). Whatever the
  * fast path cannot take (no lease yet, a ring or the window of
  * unacknowledged records full, larger than both limits, a buffer that

@@ -40,7 +40,7 @@
  * number and length, and the target clears the header and trailer words of
  * the ring space it takes back (ucp_rvma_ring_clear()): polling finds a
  * record only once it has landed whole, without waiting for the write's
- * receive completion (UCX_HCR_RVMA_RING_POLL). Records of one ring arrive in
+ * receive completion (UCX_RVMA_RING_POLL). Records of one ring arrive in
  * order (one RC QP) and are taken in order: a record that does not fit
  * before the end of the ring starts again at 0, and the target, seeing a
  * position behind its own, knows the rest was skipped.
@@ -408,7 +408,7 @@ static void ucp_rvma_ring_take(ucp_rvma_ring_t *ring, size_t pos,
 
 /* Take the records of ring id that have landed whole, in order, up to one
  * being read; at a notification (a write's completion) or not. Without
- * UCX_HCR_RVMA_RING_POLL, only the records notified so far. */
+ * UCX_RVMA_RING_POLL, only the records notified so far. */
 static unsigned
 ucp_rvma_ring_poll(ucp_rvma_worker_t *rw, unsigned id, int notified)
 {

@@ -34,7 +34,32 @@ typedef struct ucp_rvma_config {
 } ucp_rvma_config_t;
 
 static ucs_config_field_t ucp_rvma_config_table[] = {
-        {"AM_ID", "4000",
+        /* the names of ucx-hcr 0.x, until the next release */
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_AM_ID", "RVMA_AM_ID", "4000",
+                                 ucs_offsetof(ucp_rvma_config_t, am_id),
+                                 UCS_CONFIG_TYPE_UINT_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_FAST", "RVMA_FAST", "y",
+                                 ucs_offsetof(ucp_rvma_config_t, fast),
+                                 UCS_CONFIG_TYPE_BOOL),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_RING_SIZE", "RVMA_RING_SIZE", "256k",
+                                 ucs_offsetof(ucp_rvma_config_t, ring_size),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_FAST_MAX", "RVMA_FAST_MAX", "16k",
+                                 ucs_offsetof(ucp_rvma_config_t, fast_max),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_READ_MAX", "RVMA_READ_MAX", "inf",
+                                 ucs_offsetof(ucp_rvma_config_t, read_max),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_RING_POLL", "RVMA_RING_POLL", "y",
+                                 ucs_offsetof(ucp_rvma_config_t, ring_poll),
+                                 UCS_CONFIG_TYPE_BOOL),
+
+        {"RVMA_AM_ID", "4000",
          "First of the five consecutive UCP active message ids that RVMA "
          "puts,\n"
          "their replies and the fast path's control messages use "
@@ -43,42 +68,42 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
          "target must use the same value.",
          ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CONFIG_TYPE_UINT_STRICT},
 
-        {"FAST", "y",
+        {"RVMA_FAST", "y",
          "Fast path where the active message lane can put with notification\n"
          "(hcr): each initiator gets a registered ring in the target, and a "
          "put\n"
-         "of up to FAST_MAX bytes is one write-with-immediate into it, copied\n"
-         "into the posted buffer by the target's progress and acknowledged in\n"
-         "batches. A target with FAST=n refuses the rings.",
+         "of up to RVMA_FAST_MAX bytes is one write-with-immediate into it,\n"
+         "copied into the posted buffer by the target's progress and\n"
+         "acknowledged in batches. A target with RVMA_FAST=n refuses the "
+         "rings.",
          ucs_offsetof(ucp_rvma_config_t, fast), UCS_CONFIG_TYPE_BOOL},
 
-        {"RING_SIZE", "256k",
+        {"RVMA_RING_SIZE", "256k",
          "Size of the ring a target leases to each initiator for fast path "
          "puts\n"
          "(registered memory on both sides).",
          ucs_offsetof(ucp_rvma_config_t, ring_size),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"FAST_MAX", "16k",
+        {"RVMA_FAST_MAX", "16k",
          "Largest put that the fast path copies into the ring. At most a "
          "quarter\n"
-         "of RING_SIZE.",
+         "of RVMA_RING_SIZE.",
          ucs_offsetof(ucp_rvma_config_t, fast_max),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"READ_MAX", "inf",
+        {"RVMA_READ_MAX", "inf",
          "Largest put that the fast path sends as a record naming the\n"
          "initiator's buffer (registered through the registration cache), "
          "from\n"
          "which the target reads the data straight into the posted buffer: no\n"
-         "copy on either side. It applies to puts larger than FAST_MAX; with "
-         "0,\n"
-         "or where the lane cannot read, they and any put that finds the ring\n"
-         "full take the active message path.",
+         "copy on either side. It applies to puts larger than RVMA_FAST_MAX;\n"
+         "with 0, or where the lane cannot read, they and any put that finds\n"
+         "the ring full take the active message path.",
          ucs_offsetof(ucp_rvma_config_t, read_max),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"RING_POLL", "y",
+        {"RVMA_RING_POLL", "y",
          "Find fast path records by polling the rings, as soon as a record's\n"
          "last bytes have landed, instead of waiting for the write's receive\n"
          "completion. This needs the last bytes of one RDMA write to land "
@@ -99,9 +124,8 @@ static ucs_mpool_ops_t ucp_rvma_mpool_ops = {
     .obj_str       = NULL
 };
 
-UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)",
-                          "HCR_RVMA_", ucp_rvma_config_t,
-                          &ucs_config_global_list)
+UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)", "",
+                          ucp_rvma_config_t, &ucs_config_global_list)
 
 
 void ucp_rvma_config_mark_used(void)
@@ -111,8 +135,7 @@ void ucp_rvma_config_mark_used(void)
     /* parsing notes the variables as used; errors are reported when RVMA
      * reads them for real, in ucp_rvma_worker_create() */
     if (ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
-                                    UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
-                                    1) == UCS_OK) {
+                                    UCS_DEFAULT_ENV_PREFIX, "", 1) == UCS_OK) {
         ucs_config_parser_release_opts(&config, ucp_rvma_config_table);
     }
 }
@@ -148,14 +171,13 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
     }
 
     status = ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
-                                         UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
-                                         0);
+                                         UCS_DEFAULT_ENV_PREFIX, "", 0);
     if (status != UCS_OK) {
         return status;
     }
 
     if (config.am_id > (UINT16_MAX - UCP_RVMA_AM_COUNT)) {
-        ucs_error("UCX_HCR_RVMA_AM_ID=%u: must be at most %u", config.am_id,
+        ucs_error("UCX_RVMA_AM_ID=%u: must be at most %u", config.am_id,
                   UINT16_MAX - UCP_RVMA_AM_COUNT);
         status = UCS_ERR_INVALID_PARAM;
         goto out_release_config;
@@ -169,7 +191,7 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
         /* sizes as given: "auto" and "inf", not their numeric codes */
         ucs_memunits_to_str(config.ring_size, ring_str, sizeof(ring_str));
         ucs_memunits_to_str(config.fast_max, fast_str, sizeof(fast_str));
-        ucs_error("UCX_HCR_RVMA_RING_SIZE=%s, UCX_HCR_RVMA_FAST_MAX=%s: "
+        ucs_error("UCX_RVMA_RING_SIZE=%s, UCX_RVMA_FAST_MAX=%s: "
                   "the ring must be a multiple of %d bytes, at most %zu, "
                   "and at least 4 times FAST_MAX",
                   ring_str, fast_str, UCP_RVMA_RING_ALIGN,
@@ -372,8 +394,7 @@ UCS_STATIC_INIT {
     ucp_rvma_config_t config;
 
     if (ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
-                                    UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
-                                    0) == UCS_OK) {
+                                    UCS_DEFAULT_ENV_PREFIX, "", 0) == UCS_OK) {
         ucs_config_parser_release_opts(&config, ucp_rvma_config_table);
     }
 }

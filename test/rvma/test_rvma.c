@@ -1509,6 +1509,85 @@ TH_TEST(rvma, peer_lease_without_rkey_hcr)
     rvma_run_fault(RVMA_FAULT_LEASE_NO_RKEY);
 }
 
+/* ---- UCX_RVMA_MAX_RINGS bounds the rings a target leases --------------- */
+
+#define RVMA_BOUND_PUTS 8
+#define RVMA_BOUND_LEN  64
+
+/* Two initiators put to a target that leases one ring at most: one of them
+ * gets it, the other's puts go by active message, without an error, and
+ * every put lands */
+static void
+rvma_ring_bound_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size = (nprocs - 1) * RVMA_BOUND_PUTS * RVMA_BOUND_LEN;
+    ucp_ep_h eps[3]   = {NULL};
+    unsigned with_ring;
+    ucp_rvma_ep_attr_t attr;
+    uint64_t length;
+    void *comp = NULL;
+    ucp_rvma_win_h win;
+    size_t i, off;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    int peer, fast;
+
+    rvma_env(varg);
+    setenv("UCX_RVMA_MAX_RINGS", "1", 1);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(
+                ucp_rvma_win_post_buffer(win, buf, size, &comp, &length));
+        for (peer = 1; peer < nprocs; ++peer) {
+            rvma_sync_send(oob, peer);
+        }
+        for (peer = 1; peer < nprocs; ++peer) {
+            rvma_sync_recv(&ucp, oob, peer);
+        }
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, size);
+        TH_CHECK_PATTERN(buf, size, 0);
+
+        with_ring = 0;
+        for (peer = 1; peer < nprocs; ++peer) {
+            attr.field_mask = UCP_RVMA_EP_ATTR_FIELD_TAKEN;
+            TH_ASSERT_UCS_OK(ucp_rvma_ep_query(eps[peer], &attr));
+            th_log("target: initiator %d: %" PRIu64 " records from its ring",
+                   peer, attr.taken_polled + attr.taken_notified);
+            with_ring += (attr.taken_polled + attr.taken_notified) > 0;
+        }
+        th_log("target: %u ring(s) leased",
+               ucp_rvma_test_num_rings(ucp.worker));
+        TH_ASSERT_EQ(ucp_rvma_test_num_rings(ucp.worker), 1);
+        TH_ASSERT_EQ(with_ring, 1);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        buf = malloc(size);
+        TH_ASSERT(buf != NULL);
+        th_fill_pattern(buf, size, 0);
+        rvma_sync_recv(&ucp, oob, 0);
+        for (i = 0; i < RVMA_BOUND_PUTS; ++i) {
+            off = ((rank - 1) * RVMA_BOUND_PUTS + i) * RVMA_BOUND_LEN;
+            TH_ASSERT_UCS_OK(
+                    rvma_put(&ucp, RVMA_VADDR, off, buf + off, RVMA_BOUND_LEN));
+        }
+        (void)rvma_fast_puts(ucp.ep, &fast);
+        th_log("initiator %d: fast path %s", rank, fast ? "on" : "off");
+        free(buf);
+        rvma_sync_send(oob, 0);
+    }
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+TH_TEST(rvma, ring_bound_hcr)
+{
+    rvma_run(rvma_ring_bound_rank, "hcr", 3, 1);
+}
+
 /* ---- UCX_RVMA_AM_ID moves RVMA's active message ids ---------------- */
 
 #define RVMA_APP_MAGIC 0x61707021u
@@ -1698,6 +1777,16 @@ TH_TEST(rvma, config_old_names)
     setenv("UCX_RVMA_AM_ID", "4000", 1);
     TH_ASSERT_EQ(rvma_first_call(), UCS_OK);
     ucs_log_pop_handler();
+}
+
+/* a bound the ring ids cannot name is refused at the first RVMA call */
+TH_TEST(rvma, max_rings_out_of_range)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_RVMA_MAX_RINGS", "257", 1);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_ERR_INVALID_PARAM);
+    setenv("UCX_RVMA_MAX_RINGS", "256", 1);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_OK);
 }
 
 TH_TEST_TIMEOUT(rvma, read_path_memlock_hcr, 120)

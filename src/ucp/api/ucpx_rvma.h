@@ -261,7 +261,8 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
  * of the window @a vaddr of the endpoint's peer. Where the endpoint's lane
  * can put with notification (hcr), a put of up to UCX_RVMA_FAST_MAX bytes
  * is one write-with-immediate into a ring the target leased to this
- * endpoint, and @a buffer may be reused as soon as the call returns. Other
+ * endpoint, and @a buffer may be reused as soon as the call returns (a
+ * target leases at most UCX_RVMA_MAX_RINGS rings). Other
  * small puts are one active message; large ones (above UCP's active message
  * rendezvous threshold) are fetched by the target directly into the posted
  * buffer. The request completes when @a buffer may be reused and the target

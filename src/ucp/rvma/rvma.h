@@ -236,6 +236,7 @@ struct ucp_rvma_worker {
     unsigned           rings_end; /* target: no ring at this id or above
                                      (not lowered when rings go) */
     unsigned           num_rings;
+    unsigned max_rings; /* UCX_RVMA_MAX_RINGS */
     int ring_poll; /* UCX_RVMA_RING_POLL */
     ucs_list_link_t    ack_list;  /* target: rings owing an ack */
     uct_worker_cb_id_t ring_cb_id; /* polls the rings, ages the acks */

@@ -143,6 +143,10 @@ static ucs_status_t ucp_rvma_ring_create(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         return UCS_ERR_UNSUPPORTED;
     }
 
+    if (rw->num_rings >= rw->max_rings) {
+        return UCS_ERR_EXCEEDS_LIMIT;
+    }
+
     for (id = 0; (id < UCP_RVMA_MAX_RINGS) && (rw->rings[id] != NULL); ++id) {
     }
     if (id == UCP_RVMA_MAX_RINGS) {
@@ -267,6 +271,11 @@ ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
         lease.ring_id   = ring->id;
         lease.ring_addr = (uintptr_t)ring->base;
         lease.ring_size = ring->size;
+    } else if (status == UCS_ERR_EXCEEDS_LIMIT) {
+        ucs_debug("worker %p: RVMA leases all its %u rings "
+                  "(UCX_RVMA_MAX_RINGS): the puts of ep %p go by active "
+                  "message",
+                  rw->worker, rw->max_rings, ep);
     } else {
         ucs_debug("worker %p: no RVMA ring for ep %p: %s", rw->worker, ep,
                   ucs_status_string(status));

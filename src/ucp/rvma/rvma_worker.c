@@ -31,6 +31,7 @@ typedef struct ucp_rvma_config {
     size_t   fast_max;
     size_t   read_max;
     int      ring_poll;
+    unsigned max_rings;
 } ucp_rvma_config_t;
 
 static ucs_config_field_t ucp_rvma_config_table[] = {
@@ -114,6 +115,16 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
          "records are taken only at their completion.",
          ucs_offsetof(ucp_rvma_config_t, ring_poll), UCS_CONFIG_TYPE_BOOL},
 
+        {"RVMA_MAX_RINGS", "64",
+         "Most rings a target leases at a time, one per initiator endpoint; "
+         "each\n"
+         "pins RVMA_RING_SIZE bytes in the target and as much in the "
+         "initiator.\n"
+         "The puts of an initiator that finds them all taken go by active\n"
+         "message. At most 256; 0 leases none.",
+         ucs_offsetof(ucp_rvma_config_t, max_rings),
+         UCS_CONFIG_TYPE_UINT_STRICT},
+
         {NULL}};
 
 static ucs_mpool_ops_t ucp_rvma_mpool_ops = {
@@ -183,6 +194,13 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
         goto out_release_config;
     }
 
+    if (config.max_rings > UCP_RVMA_MAX_RINGS) {
+        ucs_error("UCX_RVMA_MAX_RINGS=%u: must be at most %u", config.max_rings,
+                  (unsigned)UCP_RVMA_MAX_RINGS);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out_release_config;
+    }
+
     if (config.fast &&
         ((config.ring_size > UCP_RVMA_RING_MAX_SIZE) ||
          (config.ring_size < (4 * UCP_RVMA_RING_ALIGN)) ||
@@ -213,6 +231,7 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
     rw->fast_max       = config.fast_max;
     rw->read_max       = config.read_max;
     rw->ring_poll      = config.ring_poll;
+    rw->max_rings      = config.max_rings;
     rw->deferred_cb_id = UCS_CALLBACKQ_ID_NULL;
     kh_init_inplace(ucp_rvma_win, &rw->wins);
     ucs_queue_head_init(&rw->deferred);

@@ -1413,36 +1413,84 @@ TH_TEST(rvma, read_max_zero_hcr)
     rvma_run(rvma_read_max_rank, "hcr", 2, 1);
 }
 
-/* ---- a peer that breaks the ring lease ------------------------------- */
+/* ---- a peer that breaks the protocol ------------------------------------ */
 
 /* UCP_RVMA_FAULT_* of rvma.h */
-#define RVMA_FAULT_LEASE_REQ_AGAIN (1u << 0)
-#define RVMA_FAULT_LEASE_NO_RKEY   (1u << 1)
-#define RVMA_PEER_PUTS             8
-#define RVMA_PEER_LEN              64
+#define RVMA_FAULT_LEASE_REQ_AGAIN   (1u << 0)
+#define RVMA_FAULT_LEASE_NO_RKEY     (1u << 1)
+#define RVMA_FAULT_LEASE_REQ_SHORT   (1u << 2)
+#define RVMA_FAULT_NOTIFY_NO_RING    (1u << 3)
+#define RVMA_FAULT_ACK_SHORT         (1u << 4)
+#define RVMA_FAULT_ACK_REPLAY        (1u << 5)
+#define RVMA_FAULT_ACK_AHEAD         (1u << 6)
+#define RVMA_FAULT_ACK_UNKNOWN_EP    (1u << 7)
+#define RVMA_FAULT_REPLY_STATUS      (1u << 8)
+#define RVMA_FAULT_REPLY_UNKNOWN_REQ (1u << 9)
+#define RVMA_PEER_PUTS               8
+#define RVMA_PEER_LEN                64
 
 void ucp_rvma_test_fault(unsigned faults);
 unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
 
+/* A fault, once, and what it must come to */
+typedef struct {
+    /* RVMA_FAULT_* */
+    unsigned fault;
+    /* the target breaks the protocol, else the initiator */
+    int by_target;
+    /* rings the target leases in the end */
+    unsigned rings;
+    /* the initiator's fast path is on in the end */
+    int fast;
+    /* puts that fail (UCS_ERR_IO_ERROR); the others succeed */
+    unsigned failed;
+    /* what the other side's errors say; NULL: it logs none */
+    const char *error;
+} rvma_fault_t;
+
 typedef struct {
     rvma_arg_t base;
-    unsigned fault;
+    const rvma_fault_t *fault;
 } rvma_fault_arg_t;
 
-/* The initiator (rank 1) puts RVMA_PEER_PUTS blocks one at a time; one side
- * breaks the lease of the target's ring once, as the fault says:
- * - the initiator asks for a ring again and again: the target keeps one
- *   ring for it (each ring is pinned memory; a peer must not take them
- *   all), and the fast path works on that one;
- * - the target leases a ring without its rkey: the initiator refuses the
- *   lease (it read the key from past the message) and its puts take the
- *   active message path.
- * Every put lands either way. */
+/* the errors this process logged (its log handler) */
+static char rvma_errors[1024];
+static unsigned rvma_num_errors;
+
+static ucs_log_func_rc_t
+rvma_error_log(const char *file, unsigned line, const char *function,
+               ucs_log_level_t level,
+               const ucs_log_component_config_t *comp_conf, const char *message,
+               va_list ap)
+{
+    size_t len = strlen(rvma_errors);
+
+    if (level == UCS_LOG_LEVEL_ERROR) {
+        ++rvma_num_errors;
+        vsnprintf(rvma_errors + len, sizeof(rvma_errors) - len, message, ap);
+        len = strlen(rvma_errors);
+        snprintf(rvma_errors + len, sizeof(rvma_errors) - len, "; ");
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+/* The initiator (rank 1) puts RVMA_PEER_PUTS blocks one at a time, and one
+ * side breaks the protocol once, as the fault says. Whatever a peer sends,
+ * the other side neither crashes nor asserts nor hangs: it drops what it
+ * cannot use, and where that leaves a put without its answer, the put fails
+ * with UCS_ERR_IO_ERROR (a failed put may have landed: the target placed it
+ * before the broken answer). No put completes with a status that is not
+ * one. Every put lands. The side that is not at fault says what it found
+ * wrong in an error, or nothing where what it drops could be a late
+ * message. */
 static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const rvma_fault_arg_t *arg = varg;
+    const rvma_fault_t *f       = arg->fault;
     const size_t size           = RVMA_PEER_PUTS * RVMA_PEER_LEN;
     ucp_ep_h eps[2]             = {NULL};
+    unsigned failed             = 0;
+    ucs_status_t status;
     uint64_t length;
     void *comp = NULL;
     ucp_rvma_win_h win;
@@ -1453,9 +1501,10 @@ static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     rvma_env(&arg->base);
     rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
-    if ((rank == 0) == (arg->fault == RVMA_FAULT_LEASE_NO_RKEY)) {
-        ucp_rvma_test_fault(arg->fault);
+    if ((rank == 0) == f->by_target) {
+        ucp_rvma_test_fault(f->fault);
     }
+    ucs_log_push_handler(rvma_error_log);
 
     if (rank == 0) {
         buf = rvma_alloc(size);
@@ -1469,7 +1518,7 @@ static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_CHECK_PATTERN(buf, size, 0);
         th_log("target: %u ring(s) leased",
                ucp_rvma_test_num_rings(ucp.worker));
-        TH_ASSERT_EQ(ucp_rvma_test_num_rings(ucp.worker), 1);
+        TH_ASSERT_EQ(ucp_rvma_test_num_rings(ucp.worker), f->rings);
         ucp_rvma_win_destroy(win);
         free(buf);
     } else {
@@ -1478,35 +1527,127 @@ static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         th_fill_pattern(buf, size, 0);
         rvma_sync_recv(&ucp, oob, 0);
         for (i = 0; i < RVMA_PEER_PUTS; ++i) {
-            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, i * RVMA_PEER_LEN,
-                                      buf + (i * RVMA_PEER_LEN),
-                                      RVMA_PEER_LEN));
+            status = rvma_put(&ucp, RVMA_VADDR, i * RVMA_PEER_LEN,
+                              buf + (i * RVMA_PEER_LEN), RVMA_PEER_LEN);
+            th_log("initiator: put %zu: %s", i, ucs_status_string(status));
+            if (status != UCS_OK) {
+                TH_ASSERT_EQ(status, UCS_ERR_IO_ERROR);
+                ++failed;
+            }
         }
         (void)rvma_fast_puts(ucp.ep, &fast);
         th_log("initiator: fast path %s", fast ? "on" : "off");
-        TH_ASSERT_EQ(fast, (arg->fault == RVMA_FAULT_LEASE_REQ_AGAIN));
+        TH_ASSERT_EQ(failed, f->failed);
+        TH_ASSERT_EQ(fast, f->fast);
         free(buf);
         rvma_sync_send(oob, 0);
+    }
+
+    ucs_log_pop_handler();
+    if ((rank == 0) != f->by_target) {
+        th_log("%s: %u error(s): %s", (rank == 0) ? "target" : "initiator",
+               rvma_num_errors, rvma_errors);
+        if (f->error == NULL) {
+            TH_ASSERT_EQ(rvma_num_errors, 0);
+        } else {
+            TH_ASSERT(strstr(rvma_errors, f->error) != NULL);
+        }
     }
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
-static void rvma_run_fault(unsigned fault)
+static void rvma_run_fault(const char *tls, const rvma_fault_t *fault)
 {
-    rvma_fault_arg_t arg = {{"hcr", 2, 1, 1}, fault};
+    rvma_fault_arg_t arg = {{tls, 2, 1, 1}, fault};
 
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
     th_run_procs(2, rvma_peer_rank, &arg);
 }
 
+/* the initiator asks for a ring again and again: the target keeps one ring
+ * for it (each ring is pinned memory; a peer must not take them all), and
+ * the fast path works on that one */
 TH_TEST(rvma, peer_lease_requests_repeated_hcr)
 {
-    rvma_run_fault(RVMA_FAULT_LEASE_REQ_AGAIN);
+    static const rvma_fault_t f = {
+            RVMA_FAULT_LEASE_REQ_AGAIN, 0, 1, 1, 0, "holds ring"};
+    rvma_run_fault("hcr", &f);
 }
 
+/* the target leases a ring without its rkey: the initiator refuses the lease
+ * (it read the key from past the message), its puts go by active message */
 TH_TEST(rvma, peer_lease_without_rkey_hcr)
 {
-    rvma_run_fault(RVMA_FAULT_LEASE_NO_RKEY);
+    static const rvma_fault_t f = {
+            RVMA_FAULT_LEASE_NO_RKEY, 1, 1, 0, 0, "-byte rkey"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* a lease request one byte short: the target leases no ring, the puts go by
+ * active message */
+TH_TEST(rvma, peer_lease_request_short_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_LEASE_REQ_SHORT,    0, 0, 0, 0,
+                                   "malformed RVMA lease request"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* notifications that name a ring the target does not lease are dropped;
+ * polling finds the records */
+TH_TEST(rvma, peer_notify_unknown_ring_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_NOTIFY_NO_RING, 0, 1, 1, 0, NULL};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack one byte short: the put it was for fails, and the fast path stops */
+TH_TEST(rvma, peer_ack_short_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_SHORT, 1, 1, 0, 1,
+                                   "malformed RVMA ack"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack again, after a later one: stale, nothing completes twice */
+TH_TEST(rvma, peer_ack_replayed_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_REPLAY, 1, 1, 1, 0, NULL};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack for a record never written: the put in flight fails (it does not
+ * complete for the ack, nor for the record that was not sent), the fast
+ * path stops */
+TH_TEST(rvma, peer_ack_ahead_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_AHEAD,     1, 1, 0, 1,
+                                   "beyond what was written"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack naming an endpoint id the initiator does not have (inside one of
+ * its endpoints, were the id an address): dropped */
+TH_TEST(rvma, peer_ack_unknown_ep_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_UNKNOWN_EP, 1, 1, 1, 0, NULL};
+    rvma_run_fault("hcr", &f);
+}
+
+/* a reply whose status is no status (UCS_INPROGRESS): the put fails */
+TH_TEST(rvma, peer_reply_bad_status_tcp)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_REPLY_STATUS, 1, 0, 0, 1,
+                                   "does not define"};
+    rvma_run_fault("tcp", &f);
+}
+
+/* a reply naming a request the initiator does not have (inside one of its
+ * requests, were the id an address): dropped */
+TH_TEST(rvma, peer_reply_unknown_request_tcp)
+{
+    static const rvma_fault_t f = {
+            RVMA_FAULT_REPLY_UNKNOWN_REQ, 1, 0, 0, 0, NULL};
+    rvma_run_fault("tcp", &f);
 }
 
 /* ---- UCX_RVMA_MAX_RINGS bounds the rings a target leases --------------- */

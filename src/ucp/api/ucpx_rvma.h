@@ -285,7 +285,8 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
  *         UCS_ERR_CANCELED (closed window), UCS_ERR_NO_RESOURCE (no buffer
  *         posted), UCS_ERR_MESSAGE_TRUNCATED (the data does not fit in the
  *         buffer), UCS_ERR_EXCEEDS_LIMIT (bytes mode: the put would take the
- *         buffer past its threshold) or the endpoint's error.
+ *         buffer past its threshold), UCS_ERR_IO_ERROR (the target broke
+ *         the protocol; the data may have landed) or the endpoint's error.
  */
 ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
                                   const void *buffer, size_t length,

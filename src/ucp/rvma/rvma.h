@@ -46,6 +46,16 @@
  * up to UCX_RVMA_READ_MAX bytes that is too large to copy is a record
  * naming the initiator's buffer instead (UCP_RVMA_REC_LENGTH_READ,
  * ucp_rvma_read_body_t), which the target reads from (rvma_read.c).
+ *
+ * Peers are not trusted. Every message is checked for its length and fields
+ * before use; an endpoint id is used only once the worker is found to have
+ * that endpoint (ucp_rvma_worker_ep_by_id()), and a reply only for a put
+ * that awaits it (its request id and seq). What no operation of ours can be
+ * told apart from a late message (an unknown id, a stale ack) is dropped
+ * with a debug line; what a broken peer sends about our operations fails
+ * them with UCS_ERR_IO_ERROR and an error line: a bad reply fails its put,
+ * a bad ack the fast path of its endpoint (ucp_rvma_lease_fail(): its puts
+ * in flight fail, the later ones go by active message).
  */
 
 #include <ucp/api/ucpx_rvma.h>
@@ -90,12 +100,15 @@ typedef struct ucp_rvma_put_hdr {
     uint64_t req_id; /* initiator's request, echoed in the reply */
     uint64_t ep_id;  /* the target's endpoint to the initiator, for the
                         reply */
+    uint64_t seq; /* the initiator's number of the put, echoed in the
+                        reply: with req_id, it names this put only */
 } UCS_S_PACKED ucp_rvma_put_hdr_t;
 
 
 /* User header of a reply */
 typedef struct ucp_rvma_reply_hdr {
     uint64_t req_id;
+    uint64_t seq;
     int8_t   status; /* ucs_status_t */
 } UCS_S_PACKED ucp_rvma_reply_hdr_t;
 
@@ -217,6 +230,14 @@ struct ucp_rvma_win {
 
 KHASH_MAP_INIT_INT64(ucp_rvma_win, ucp_rvma_win_h);
 
+/* Initiator: the active message puts awaiting their reply, request id ->
+ * the put's seq (ucp_rvma_put_hdr_t) */
+KHASH_MAP_INIT_INT64(ucp_rvma_reply, uint64_t);
+
+/* Endpoints that peers named by a direct id (their address), found among
+ * the worker's endpoints */
+KHASH_SET_INIT_INT64(ucp_rvma_ep);
+
 typedef struct ucp_rvma_lease ucp_rvma_lease_t;
 KHASH_MAP_INIT_INT64(ucp_rvma_lease, ucp_rvma_lease_t*);
 
@@ -244,6 +265,9 @@ struct ucp_rvma_worker {
     ucs_mpool_t        msg_mp;    /* ucp_rvma_msg_t */
     ucs_queue_head_t   deferred;  /* puts waiting for their endpoint's
                                      wire-up (rvma_put.c) */
+    khash_t(ucp_rvma_reply) replies; /* initiator: puts awaiting a reply */
+    uint64_t put_seq; /* initiator: puts sent by message */
+    khash_t(ucp_rvma_ep) eps; /* endpoints peers named by a direct id */
     uct_worker_cb_id_t deferred_cb_id;
 };
 
@@ -289,6 +313,7 @@ typedef union ucp_rvma_msg {
         ucp_rvma_buf_t     *buf;
         ucp_ep_h           reply_ep;
         uint64_t           req_id;
+        uint64_t seq;
         size_t             length;
     } fetch;                      /* target: a rendezvous put being fetched */
     ucp_rvma_read_t        read;  /* target: a fast path put being read */
@@ -298,7 +323,10 @@ typedef union ucp_rvma_msg {
 typedef enum {
     UCP_RVMA_LEASE_REQUESTED,
     UCP_RVMA_LEASE_READY,
-    UCP_RVMA_LEASE_REFUSED /* no fast path on this endpoint */
+    UCP_RVMA_LEASE_REFUSED, /* no fast path on this endpoint */
+    UCP_RVMA_LEASE_FAILED /* the target broke the protocol: no fast path
+                               any more; registrations kept until the
+                               endpoint goes */
 } ucp_rvma_lease_state_t;
 
 
@@ -401,6 +429,48 @@ struct ucp_rvma_ring {
 
 
 /* rvma_worker.c */
+/* Ways this process's RVMA can break its protocol on purpose, so that the
+ * test harness can check that a peer holds: a peer is never trusted */
+enum {
+    UCP_RVMA_FAULT_LEASE_REQ_AGAIN   = UCS_BIT(0), /* initiator: ask for a
+                                                       ring UCP_RVMA_MAX_RINGS
+                                                       more times */
+    UCP_RVMA_FAULT_LEASE_NO_RKEY     = UCS_BIT(1), /* target: a lease without
+                                                       its rkey */
+    UCP_RVMA_FAULT_LEASE_REQ_SHORT   = UCS_BIT(2), /* initiator: a lease
+                                                       request one byte
+                                                       short */
+    UCP_RVMA_FAULT_NOTIFY_NO_RING    = UCS_BIT(3), /* initiator: notify a ring
+                                                       id the target does not
+                                                       lease */
+    UCP_RVMA_FAULT_ACK_SHORT         = UCS_BIT(4), /* target: an ack message
+                                                       one byte short instead
+                                                       of the ack */
+    UCP_RVMA_FAULT_ACK_REPLAY        = UCS_BIT(5), /* target: the first ack
+                                                       message again after the
+                                                       second */
+    UCP_RVMA_FAULT_ACK_AHEAD         = UCS_BIT(6), /* target: an ack of one
+                                                       record more than
+                                                       written */
+    UCP_RVMA_FAULT_ACK_UNKNOWN_EP    = UCS_BIT(7), /* target: an ack naming an
+                                                       endpoint id the
+                                                       initiator does not
+                                                       have, before the ack */
+    UCP_RVMA_FAULT_REPLY_STATUS      = UCS_BIT(8), /* target: a reply with a
+                                                       status that is not one
+                                                       (UCS_INPROGRESS) */
+    UCP_RVMA_FAULT_REPLY_UNKNOWN_REQ = UCS_BIT(9) /* target: a reply naming
+                                                       a request the initiator
+                                                       does not have, before
+                                                       the reply */
+};
+
+/* Set by ucp_rvma_test_fault(); 0 outside the test harness */
+extern unsigned ucp_rvma_faults;
+
+/* Break the protocol as 'faults' (UCP_RVMA_FAULT_*) says, once each */
+void ucp_rvma_test_fault(unsigned faults);
+
 void ucp_rvma_config_mark_used(void);
 
 ucs_status_t ucp_rvma_worker_get(ucp_worker_h worker,
@@ -421,6 +491,17 @@ ucp_rvma_win_h ucp_rvma_worker_find_win(ucp_rvma_worker_t *rw, uint64_t vaddr);
 ucs_status_t ucp_rvma_worker_add_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win);
 
 void ucp_rvma_worker_remove_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win);
+
+ucs_status_t
+ucp_rvma_worker_ep_by_id(ucp_rvma_worker_t *rw, uint64_t id, ucp_ep_h *ep_p);
+
+void ucp_rvma_worker_ep_forget(ucp_rvma_worker_t *rw, ucp_ep_h ep);
+
+/* A status a peer sent: UCS_OK or an error UCX defines */
+static UCS_F_ALWAYS_INLINE int ucp_rvma_peer_status_valid(int status)
+{
+    return (status <= UCS_OK) && (status > UCS_ERR_LAST);
+}
 
 /* rvma_win.c: accounting for the target side */
 ucs_status_t ucp_rvma_win_accept(ucp_rvma_win_h win, uint64_t offset,
@@ -458,22 +539,6 @@ ucs_status_t ucp_rvma_put_reply_handler(void *arg, const void *header,
                                         const ucp_am_recv_param_t *param);
 
 /* rvma_fast.c */
-/* Ways this process's RVMA can break its protocol on purpose, so that the
- * test harness can check that a peer holds: a peer is never trusted */
-enum {
-    UCP_RVMA_FAULT_LEASE_REQ_AGAIN = UCS_BIT(0), /* initiator: ask for a ring
-                                                    UCP_RVMA_MAX_RINGS more
-                                                    times */
-    UCP_RVMA_FAULT_LEASE_NO_RKEY   = UCS_BIT(1) /* target: a lease without
-                                                    its rkey */
-};
-
-/* Set by ucp_rvma_test_fault(); 0 outside the test harness */
-extern unsigned ucp_rvma_faults;
-
-/* Break the protocol as 'faults' (UCP_RVMA_FAULT_*) says, once each */
-void ucp_rvma_test_fault(unsigned faults);
-
 /* Rings this worker leases to initiators (test harness) */
 unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
 
@@ -501,6 +566,9 @@ ucp_rvma_lease_t *ucp_rvma_lease_by_id(ucp_rvma_worker_t *rw, uint64_t ep_id,
 void ucp_rvma_lease_free(ucp_rvma_lease_t *lease);
 
 void ucp_rvma_lease_release_reads(ucp_rvma_lease_t *lease, uint32_t seq);
+
+void ucp_rvma_lease_fail(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                         ucp_rvma_lease_t *lease);
 
 ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
                                     size_t header_length, void *data,

@@ -55,22 +55,63 @@ void ucp_rvma_ring_acked(ucp_rvma_ring_t *ring)
     }
 }
 
+/* Test only: break the ack message as ucp_rvma_faults says */
+static void ucp_rvma_ring_ack_fault(ucp_rvma_ring_t *ring,
+                                    ucp_rvma_ack_hdr_t *ack, size_t *length_p)
+{
+    static ucp_rvma_ack_hdr_t first;
+    static size_t first_length = 0;
+    ucp_rvma_ack_hdr_t other;
+
+    if (ucp_rvma_faults & UCP_RVMA_FAULT_ACK_SHORT) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_ACK_SHORT;
+        --*length_p;
+    } else if (ucp_rvma_faults & UCP_RVMA_FAULT_ACK_AHEAD) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_ACK_AHEAD;
+        ++ack->seq;
+    } else if (ucp_rvma_faults & UCP_RVMA_FAULT_ACK_UNKNOWN_EP) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_ACK_UNKNOWN_EP;
+        other = *ack;
+        other.initiator_ep += 64; /* inside the endpoint, if it is its
+                                     address */
+        (void)ucp_rvma_worker_send_ctl(ring->rw, ring->ep, UCP_RVMA_AM_ACK,
+                                       &other, *length_p, NULL, 0);
+    } else if ((ucp_rvma_faults & UCP_RVMA_FAULT_ACK_REPLAY) &&
+               (first_length == 0)) {
+        first        = *ack;
+        first_length = *length_p;
+    } else if (ucp_rvma_faults & UCP_RVMA_FAULT_ACK_REPLAY) {
+        /* this ack, then the first one again */
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_ACK_REPLAY;
+        (void)ucp_rvma_worker_send_ctl(ring->rw, ring->ep, UCP_RVMA_AM_ACK, ack,
+                                       *length_p, NULL, 0);
+        *ack      = first;
+        *length_p = first_length;
+    }
+}
+
 /* Send the ring's owed acknowledgement; on UCS_ERR_NO_MEMORY it stays owed */
 ucs_status_t ucp_rvma_ring_ack(ucp_rvma_ring_t *ring)
 {
     ucp_rvma_ack_hdr_t ack;
     ucs_status_t status;
+    size_t length;
 
     ack.initiator_ep = ring->initiator_ep;
     ack.cons         = ring->cons;
     ack.seq          = ring->seq;
     ack.n_err        = ring->n_err;
     memcpy(ack.err, ring->err, ring->n_err * sizeof(ring->err[0]));
+    length = ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
+             (ring->n_err * sizeof(ring->err[0]));
+    if (ucs_unlikely(ucp_rvma_faults &
+                     (UCP_RVMA_FAULT_ACK_SHORT | UCP_RVMA_FAULT_ACK_REPLAY |
+                      UCP_RVMA_FAULT_ACK_AHEAD |
+                      UCP_RVMA_FAULT_ACK_UNKNOWN_EP))) {
+        ucp_rvma_ring_ack_fault(ring, &ack, &length);
+    }
     status = ucp_rvma_worker_send_ctl(ring->rw, ring->ep, UCP_RVMA_AM_ACK, &ack,
-                                      ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
-                                              (ring->n_err *
-                                               sizeof(ring->err[0])),
-                                      NULL, 0);
+                                      length, NULL, 0);
     if (status == UCS_ERR_NO_MEMORY) {
         return status;
     } else if (UCS_STATUS_IS_ERR(status)) {
@@ -147,7 +188,10 @@ void ucp_rvma_ring_ack_owed(ucp_rvma_ring_t *ring)
 
 /* The target handled our records up to seq and consumed its ring up to cons;
  * the listed ones failed. Acks come by message and in records, which can
- * overtake a message held by UCP: an ack behind the last one is stale. */
+ * overtake a message held by UCP: an ack behind the last one is stale. One
+ * beyond the records written, or whose list of failed records is not a
+ * list of some of the records it acknowledges, in order, with an error
+ * each, comes from a broken target: the lease fails. */
 void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
                         ucp_rvma_lease_t *lease, uint64_t cons, uint32_t seq,
                         unsigned n_err, const ucp_rvma_ack_err_t *err)
@@ -163,12 +207,28 @@ void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
         return;
     } else if ((count > (uint32_t)(lease->seq - lease->acked_seq)) ||
                (cons > lease->head)) {
-        ucs_error("ep %p: RVMA ack of record %u, ring %" PRIu64 " is out of "
-                  "range (records %u..%u, ring %" PRIu64 "..%" PRIu64 "), "
-                  "dropped",
+        ucs_error("ep %p: RVMA ack up to record %u, ring byte %" PRIu64
+                  ", beyond what was written (records %u..%u, ring bytes "
+                  "%" PRIu64 "..%" PRIu64 "): fast path puts fail",
                   ep, seq, cons, lease->acked_seq, lease->seq, lease->tail,
                   lease->head);
+        ucp_rvma_lease_fail(rw, ep, lease);
         return;
+    }
+
+    for (e = 0; e < n_err; ++e) {
+        if ((err[e].status == UCS_OK) ||
+            !ucp_rvma_peer_status_valid(err[e].status) ||
+            ((uint32_t)(err[e].seq - lease->acked_seq) >= count) ||
+            ((e > 0) &&
+             !UCS_CIRCULAR_COMPARE32(err[e - 1].seq, <, err[e].seq))) {
+            ucs_error("ep %p: RVMA ack up to record %u says record %u failed "
+                      "with status %d: not an error of one of the records it "
+                      "acknowledges, in order; fast path puts fail",
+                      ep, seq, err[e].seq, err[e].status);
+            ucp_rvma_lease_fail(rw, ep, lease);
+            return;
+        }
     }
 
     /* take everything from the lease first: a completion callback may put
@@ -190,6 +250,16 @@ void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
     }
 }
 
+/* The ack message is as long as its list of failed records says */
+static int
+ucp_rvma_ack_length_valid(const ucp_rvma_ack_hdr_t *ack, size_t header_length)
+{
+    return (header_length >= ucs_offsetof(ucp_rvma_ack_hdr_t, err)) &&
+           (ack->n_err <= UCP_RVMA_ACK_MAX_ERR) &&
+           (header_length == (ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
+                              (ack->n_err * sizeof(ack->err[0]))));
+}
+
 ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
                                   size_t header_length, void *data,
                                   size_t length,
@@ -200,10 +270,7 @@ ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
     ucp_rvma_lease_t *lease;
     ucp_ep_h ep;
 
-    if ((header_length < ucs_offsetof(ucp_rvma_ack_hdr_t, err)) ||
-        (ack->n_err > UCP_RVMA_ACK_MAX_ERR) ||
-        (header_length != (ucs_offsetof(ucp_rvma_ack_hdr_t, err) +
-                           (ack->n_err * sizeof(ack->err[0]))))) {
+    if (header_length < sizeof(ack->initiator_ep)) {
         ucs_error("worker %p: malformed RVMA ack (header %zu bytes) dropped",
                   rw->worker, header_length);
         return UCS_OK;
@@ -212,7 +279,17 @@ ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
     lease = ucp_rvma_lease_by_id(rw, ack->initiator_ep, UCP_RVMA_LEASE_READY,
                                  &ep);
     if (lease == NULL) {
-        ucs_debug("worker %p: RVMA ack for no lease dropped", rw->worker);
+        ucs_debug("worker %p: RVMA ack for no lease (endpoint id 0x%" PRIx64
+                  ") dropped",
+                  rw->worker, ack->initiator_ep);
+        return UCS_OK;
+    }
+
+    if (!ucp_rvma_ack_length_valid(ack, header_length)) {
+        ucs_error("ep %p: malformed RVMA ack (header %zu bytes): fast path "
+                  "puts fail",
+                  ep, header_length);
+        ucp_rvma_lease_fail(rw, ep, lease);
         return UCS_OK;
     }
 

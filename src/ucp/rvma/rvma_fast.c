@@ -80,7 +80,8 @@
  *  - rvma_ack.c    acknowledging the records in batches;
  *  - rvma_read.c   puts too large to copy, which the target reads.
  * This file holds what ties them together: the fast path's life cycle on a
- * worker and an endpoint, ucp_rvma_ep_query() and the test harness's hooks.
+ * worker and an endpoint, ucp_rvma_ep_query() and the test harness's ring
+ * count.
  */
 
 
@@ -90,13 +91,6 @@ ucp_rvma_md_component_name(ucp_context_h context, ucp_md_index_t md_index)
     return context->tl_cmpts[context->tl_mds[md_index].cmpt_index].attr.name;
 }
 
-
-unsigned ucp_rvma_faults = 0;
-
-void ucp_rvma_test_fault(unsigned faults)
-{
-    ucp_rvma_faults = faults;
-}
 
 unsigned ucp_rvma_test_num_rings(ucp_worker_h worker)
 {
@@ -196,6 +190,7 @@ void ucp_rvma_ep_cleanup(ucp_ep_h ep)
         return;
     }
 
+    ucp_rvma_worker_ep_forget(rw, ep);
     iter = kh_get(ucp_rvma_lease, &rw->leases, (uintptr_t)ep);
     if (iter != kh_end(&rw->leases)) {
         ucp_rvma_lease_free(kh_value(&rw->leases, iter));

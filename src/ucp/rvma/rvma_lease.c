@@ -61,7 +61,7 @@ ucp_rvma_lease_t *ucp_rvma_lease_by_id(ucp_rvma_worker_t *rw, uint64_t ep_id,
 {
     ucp_rvma_lease_t *lease;
 
-    if (ucp_worker_get_ep_by_id(rw->worker, ep_id, ep_p) != UCS_OK) {
+    if (ucp_rvma_worker_ep_by_id(rw, ep_id, ep_p) != UCS_OK) {
         return NULL;
     }
 
@@ -91,12 +91,43 @@ void ucp_rvma_lease_free(ucp_rvma_lease_t *lease)
     if (lease->ring != NULL) {
         lease->ring->lease = NULL;
     }
-    if (lease->state == UCP_RVMA_LEASE_READY) {
+    if ((lease->state == UCP_RVMA_LEASE_READY) ||
+        (lease->state == UCP_RVMA_LEASE_FAILED)) {
         uct_rkey_release(lease->component, &lease->rkey);
         uct_md_mem_dereg(lease->md, lease->memh);
         ucs_free(lease->staging);
     }
     ucs_free(lease);
+}
+
+/* The target broke the protocol of the lease (the caller said how): the
+ * fast path puts it has not acknowledged fail, and the later ones take the
+ * active message path. The ring and staging stay registered until the
+ * endpoint goes, since writes may still be in flight from them. */
+void ucp_rvma_lease_fail(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                         ucp_rvma_lease_t *lease)
+{
+    uint64_t req_id[UCP_RVMA_LEASE_INFLIGHT];
+    unsigned i, count;
+
+    ucs_assert(lease->state == UCP_RVMA_LEASE_READY);
+
+    /* take everything from the lease first: a completion callback may put
+     * again, or close the endpoint and so free the lease */
+    count = lease->seq - lease->acked_seq;
+    for (i = 0; i < count; ++i) {
+        req_id[i] =
+                lease->req_id[(lease->acked_seq + i) % UCP_RVMA_LEASE_INFLIGHT];
+    }
+    lease->acked_seq = lease->seq;
+    lease->state     = UCP_RVMA_LEASE_FAILED;
+    ucp_rvma_lease_release_reads(lease, lease->seq);
+
+    ucs_debug("ep %p: RVMA fast path stopped, %u puts in flight fail", ep,
+              count);
+    for (i = 0; i < count; ++i) {
+        ucp_rvma_put_event(rw->worker, req_id[i], UCS_ERR_IO_ERROR, 0);
+    }
 }
 
 /* Ask the target of a new endpoint for a ring; the puts meanwhile, and for
@@ -110,6 +141,7 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
     ucp_rvma_lease_t *lease;
     ucp_md_index_t md_index;
     ucs_status_t status;
+    size_t req_length;
     khiter_t iter;
     unsigned i;
     int ret;
@@ -155,8 +187,13 @@ static void ucp_rvma_lease_request(ucp_rvma_worker_t *rw, ucp_ep_h ep)
     ucs_strncpy_zero(req.component,
                      ucp_rvma_md_component_name(context, md_index),
                      sizeof(req.component));
+    req_length = sizeof(req);
+    if (ucs_unlikely(ucp_rvma_faults & UCP_RVMA_FAULT_LEASE_REQ_SHORT)) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_LEASE_REQ_SHORT;
+        req_length = sizeof(req) - 1; /* test only */
+    }
     status = ucp_rvma_worker_send_ctl(rw, ep, UCP_RVMA_AM_LEASE_REQ, &req,
-                                      sizeof(req), NULL, 0);
+                                      req_length, NULL, 0);
     if (UCS_STATUS_IS_ERR(status)) {
         ucs_debug("ep %p: RVMA lease request failed: %s", ep,
                   ucs_status_string(status));
@@ -208,6 +245,10 @@ static ucs_status_t ucp_rvma_lease_setup(ucp_rvma_lease_t *lease,
     lease->size    = hdr->ring_size;
     lease->ring_id = hdr->ring_id;
     lease->state   = UCP_RVMA_LEASE_READY;
+    if (ucs_unlikely(ucp_rvma_faults & UCP_RVMA_FAULT_NOTIFY_NO_RING)) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_NOTIFY_NO_RING;
+        lease->ring_id = UCP_RVMA_MAX_RINGS - 1; /* test only */
+    }
     return UCS_OK;
 
 err_free:

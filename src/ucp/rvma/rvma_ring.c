@@ -233,14 +233,14 @@ ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
     ucs_status_t status;
     ucp_ep_h ep;
 
-    if (header_length != sizeof(*req)) {
-        ucs_error("worker %p: malformed RVMA lease request (header %zu bytes) "
-                  "dropped",
-                  rw->worker, header_length);
+    if ((header_length != sizeof(*req)) || (length != 0)) {
+        ucs_error("worker %p: malformed RVMA lease request (header %zu bytes, "
+                  "data %zu) dropped",
+                  rw->worker, header_length, length);
         return UCS_OK;
     }
 
-    if (ucp_worker_get_ep_by_id(rw->worker, req->ep_id, &ep) != UCS_OK) {
+    if (ucp_rvma_worker_ep_by_id(rw, req->ep_id, &ep) != UCS_OK) {
         ucs_debug("worker %p: RVMA lease request from unknown endpoint id "
                   "0x%" PRIx64 " dropped",
                   rw->worker, req->ep_id);
@@ -496,7 +496,11 @@ ucp_rvma_notify_handler(void *arg, void *data, size_t length, unsigned flags)
     uint32_t seq;
     size_t pos;
 
-    if ((rw == NULL) || (length < sizeof(*nh))) {
+    if (length < sizeof(*nh)) {
+        ucs_error("worker %p: malformed RVMA notification (%zu bytes) dropped",
+                  worker, length);
+        return UCS_OK;
+    } else if (rw == NULL) {
         ucs_debug("worker %p: RVMA notification without rings dropped", worker);
         return UCS_OK;
     }

@@ -10,8 +10,10 @@
 
 #include "rvma.h"
 
-#include <ucp/core/ucp_worker.h>
 #include <ucp/core/ucp_context.h>
+#include <ucp/core/ucp_ep.inl>
+#include <ucp/core/ucp_worker.h>
+#include <ucp/core/ucp_worker.inl>
 #include <ucs/calib/calib.h>
 #include <ucs/config/field_types.h>
 #include <ucs/debug/log.h>
@@ -139,6 +141,13 @@ UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)", "",
                           ucp_rvma_config_t, &ucs_config_global_list)
 
 
+unsigned ucp_rvma_faults = 0;
+
+void ucp_rvma_test_fault(unsigned faults)
+{
+    ucp_rvma_faults = faults;
+}
+
 void ucp_rvma_config_mark_used(void)
 {
     ucp_rvma_config_t config;
@@ -234,6 +243,8 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
     rw->max_rings      = config.max_rings;
     rw->deferred_cb_id = UCS_CALLBACKQ_ID_NULL;
     kh_init_inplace(ucp_rvma_win, &rw->wins);
+    kh_init_inplace(ucp_rvma_reply, &rw->replies);
+    kh_init_inplace(ucp_rvma_ep, &rw->eps);
     ucs_queue_head_init(&rw->deferred);
 
     status = ucs_mpool_init(&rw->buf_mp, 0, sizeof(ucp_rvma_buf_t), 0,
@@ -277,6 +288,8 @@ err_msg_mp:
 err_buf_mp:
     ucs_mpool_cleanup(&rw->buf_mp, 0);
 err_free:
+    kh_destroy_inplace(ucp_rvma_ep, &rw->eps);
+    kh_destroy_inplace(ucp_rvma_reply, &rw->replies);
     kh_destroy_inplace(ucp_rvma_win, &rw->wins);
     ucs_free(rw);
 out_release_config:
@@ -323,6 +336,8 @@ void ucp_rvma_worker_cleanup(ucp_worker_h worker)
     })
 
     kh_destroy_inplace(ucp_rvma_win, &rw->wins);
+    kh_destroy_inplace(ucp_rvma_ep, &rw->eps);
+    kh_destroy_inplace(ucp_rvma_reply, &rw->replies);
     ucs_mpool_cleanup(&rw->msg_mp, 1);
     ucs_mpool_cleanup(&rw->buf_mp, 0);
     ucs_free(rw);
@@ -404,6 +419,47 @@ void ucp_rvma_worker_remove_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win)
 
     if ((iter != kh_end(&rw->wins)) && (kh_value(&rw->wins, iter) == win)) {
         kh_del(ucp_rvma_win, &rw->wins, iter);
+    }
+}
+
+/* The endpoint a peer's message names by its id, if this worker has it.
+ * UCP takes a direct id for the endpoint's address, which a broken or
+ * malicious peer could make anything: such an id is used only once it is
+ * found among the worker's endpoints (remembered until the endpoint goes,
+ * ucp_rvma_worker_ep_forget()). An indirect id UCP looks up safely. */
+ucs_status_t
+ucp_rvma_worker_ep_by_id(ucp_rvma_worker_t *rw, uint64_t id, ucp_ep_h *ep_p)
+{
+    ucp_ep_ext_gen_t *ep_ext;
+    int ret;
+
+    if (id == UCS_PTR_MAP_KEY_INVALID) {
+        return UCS_ERR_NO_ELEM;
+    } else if (ucs_ptr_map_key_indirect(id)) {
+        return ucp_worker_get_ep_by_id(rw->worker, id, ep_p);
+    } else if (kh_get(ucp_rvma_ep, &rw->eps, id) != kh_end(&rw->eps)) {
+        *ep_p = (ucp_ep_h)id;
+        return UCS_OK;
+    }
+
+    ucs_list_for_each(ep_ext, &rw->worker->all_eps, ep_list) {
+        if ((uintptr_t)ucp_ep_from_ext_gen(ep_ext) == id) {
+            /* without memory, found again by the next message */
+            (void)kh_put(ucp_rvma_ep, &rw->eps, id, &ret);
+            *ep_p = (ucp_ep_h)id;
+            return UCS_OK;
+        }
+    }
+
+    return UCS_ERR_NO_ELEM;
+}
+
+void ucp_rvma_worker_ep_forget(ucp_rvma_worker_t *rw, ucp_ep_h ep)
+{
+    khiter_t iter = kh_get(ucp_rvma_ep, &rw->eps, (uintptr_t)ep);
+
+    if (iter != kh_end(&rw->eps)) {
+        kh_del(ucp_rvma_ep, &rw->eps, iter);
     }
 }
 

@@ -1,7 +1,7 @@
 /*
  * RMA from and into buffers never used before, against reused ones (issue
  * 6: put/choose and get/choose), one transport configuration per run (set
- * by the environment: UCX_TLS, UCX_HCR_SPPLN_PATH, ...). Two processes on
+ * by the environment: UCX_TLS, UCX_RNDV_SPPLN_PATH, ...). Two processes on
  * this host: the child exposes a region (ucp_mem_map, rkey sent by a tagged
  * message), the parent puts into it and gets from it. For each size:
  *  first - a put (and flush) from a buffer mapped fresh and written by the

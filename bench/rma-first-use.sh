@@ -2,7 +2,7 @@
 # RMA put and get from and into buffers never used before, against reused
 # ones (issue 6: put/choose and get/choose), side by side in one run
 # (bench/rma-first-use.c): hcr automatic, hcr forced bcopy, forced staged put
-# (gets bcopy) and forced zcopy (UCX_HCR_SPPLN_PATH), rc_verbs with its
+# (gets bcopy) and forced zcopy (UCX_RNDV_SPPLN_PATH), rc_verbs with its
 # registration cache. Each
 # configuration runs RUNS times (default 3); the table shows medians and the
 # first-use ratio hcr-auto / rc_verbs. Writes bench/results/rma-first-use.txt.
@@ -17,9 +17,9 @@ bench_cc_ucp "$tmp/rfu" "$bench_top/bench/rma-first-use.c"
 
 declare -A cfg=(
     [hcr-auto]="UCX_TLS=hcr"
-    [hcr-bcopy]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=bcopy"
-    [hcr-staged]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=sppln"
-    [hcr-zcopy]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=zcopy"
+    [hcr-bcopy]="UCX_TLS=hcr UCX_RNDV_SPPLN_PATH=bcopy"
+    [hcr-staged]="UCX_TLS=hcr UCX_RNDV_SPPLN_PATH=sppln"
+    [hcr-zcopy]="UCX_TLS=hcr UCX_RNDV_SPPLN_PATH=zcopy"
     [rcv-rcache]="UCX_TLS=rc_v"
 )
 names="hcr-auto hcr-bcopy hcr-staged hcr-zcopy rcv-rcache"

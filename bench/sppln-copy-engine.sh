@@ -6,7 +6,7 @@
 # message of the sending thread and of the whole sending process (the copy
 # engine's helper thread included). Configurations:
 #   cpu     - the sender copies chunks into its staging slots itself;
-#   thread  - UCX_HCR_SPPLN_COPY_ASYNC=y, UCX_COPY_ENGINE=thread;
+#   thread  - UCX_RNDV_SPPLN_COPY_ASYNC=y, UCX_COPY_ENGINE=thread;
 #   memcpy  - the engine's synchronous backend (the engine's own overhead);
 #   auto    - the default: the measured model decides (ucx_hcr_calib shows
 #             its choice; on a host where the helper thread's CPU time
@@ -20,14 +20,14 @@ bench_prepare
 bench_cc_ucp "$tmp/sfs" "$bench_top/bench/sppln-first-send.c"
 
 declare -A cfg=(
-    [cpu]="UCX_HCR_SPPLN_COPY_ASYNC=n"
-    [thread]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_COPY_ENGINE=thread"
-    [memcpy]="UCX_HCR_SPPLN_COPY_ASYNC=y UCX_COPY_ENGINE=memcpy"
-    [auto]="UCX_HCR_SPPLN_COPY_ASYNC=auto"
+    [cpu]="UCX_RNDV_SPPLN_COPY_ASYNC=n"
+    [thread]="UCX_RNDV_SPPLN_COPY_ASYNC=y UCX_COPY_ENGINE=thread"
+    [memcpy]="UCX_RNDV_SPPLN_COPY_ASYNC=y UCX_COPY_ENGINE=memcpy"
+    [auto]="UCX_RNDV_SPPLN_COPY_ASYNC=auto"
 )
 names="cpu thread memcpy auto"
 base="$(softverbs_env) UCX_WARN_UNUSED_ENV_VARS=n UCX_TLS=hcr"
-base="$base UCX_HCR_SPPLN_PATH=sppln"
+base="$base UCX_RNDV_SPPLN_PATH=sppln"
 
 for r in $(seq "$RUNS"); do
     for n in $names; do
@@ -50,7 +50,7 @@ for n in names:
             rows.setdefault(int(f[0]), []).append([float(x) for x in f[1:]])
     data[n] = {s: [statistics.median(v[i] for v in vals) for i in range(4)]
                for s, vals in rows.items()}
-print("# UCX_TLS=hcr, UCX_HCR_SPPLN_PATH=sppln; medians of %d runs; first send"
+print("# UCX_TLS=hcr, UCX_RNDV_SPPLN_PATH=sppln; medians of %d runs; first send"
       " = buffers never used before" % runs)
 print("%-8s %-7s %12s %12s %14s %15s" % ("size", "copy", "first MB/s",
       "best MB/s", "thread CPU us", "process CPU us"))

@@ -1,6 +1,6 @@
 /*
  * First send vs best send (the superpipeline paper's figure), one transport
- * configuration per run (set by the environment: UCX_TLS, UCX_HCR_SPPLN_*,
+ * configuration per run (set by the environment: UCX_TLS, UCX_RNDV_SPPLN_*,
  * UCX_RCACHE_ENABLE, ...). Two processes on this host (fork + socketpair
  * for the worker addresses). For each size, the sender sends a tagged
  * message and the receiver answers with 1 byte once it has it:

@@ -19,8 +19,8 @@ bench_cc_ucp "$tmp/sfs" "$bench_top/bench/sppln-first-send.c"
 
 declare -A cfg=(
     [hcr-auto]="UCX_TLS=hcr"
-    [hcr-sppln]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=sppln"
-    [hcr-zcopy]="UCX_TLS=hcr UCX_HCR_SPPLN_PATH=zcopy"
+    [hcr-sppln]="UCX_TLS=hcr UCX_RNDV_SPPLN_PATH=sppln"
+    [hcr-zcopy]="UCX_TLS=hcr UCX_RNDV_SPPLN_PATH=zcopy"
     [rcv-rcache]="UCX_TLS=rc_v"
     [rcv-norcache]="UCX_TLS=rc_v UCX_RCACHE_ENABLE=n UCX_IB_REG_METHODS=direct"
     [shm]="UCX_TLS=sm"

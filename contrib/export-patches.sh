@@ -39,12 +39,13 @@ series=(
     "0005-ucp-wireup-cm-any-device.patch:"
     "0001-uct-api-put-notify.patch:"
     "0009-ucs-config-field-types.patch:ucs/config"
+    "0006-ucs-rcache-is-cached.patch:"
     "0010-ucs-copy-engine.patch:ucs/copy"
     "0011-ucs-calib.patch:ucs/calib"
     "0002-uct-ib-md-open-hook.patch:"
     "0003-uct-ib-hcr-module.patch:uct/ib/hcr"
     "0012-tools-calib.patch:tools/calib"
-    "0013-ucp-proto-sppln.patch:ucp/proto"
+    "0013-ucp-proto-sppln.patch:ucp/proto ucp/rndv ucp/rma"
     "0014-ucp-rvma.patch:ucp/api ucp/rvma/rvma.h ucp/rvma/rvma_put.c
         ucp/rvma/rvma_target.c ucp/rvma/rvma_win.c ucp/rvma/rvma_worker.c"
     "0015-ucp-rvma-fast-path.patch:ucp/rvma/rvma_ack.c ucp/rvma/rvma_fast.c

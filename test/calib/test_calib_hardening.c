@@ -880,14 +880,14 @@ TH_TEST(calib_hardening, softverbs_memlock_follows_kernel)
 /* values that UCX's parsers took as huge numbers, or NaN */
 TH_TEST(calib_hardening, settings_reject_negative_and_nan)
 {
-    static const char *bad[] = {"UCX_HCR_SPPLN_THRESH=-1",
-                                "UCX_HCR_SPPLN_SLOT_SIZE=-3",
-                                "UCX_HCR_SPPLN_C0=-4k",
-                                "UCX_HCR_SPPLN_Q=nan",
-                                "UCX_HCR_SPPLN_Q=-2",
-                                "UCX_HCR_SPPLN_Q=inf",
-                                "UCX_HCR_SPPLN_GROUPS=0",
-                                "UCX_HCR_SPPLN_GROUPS=-1",
+    static const char *bad[] = {"UCX_RNDV_SPPLN_THRESH=-1",
+                                "UCX_RNDV_SPPLN_SLOT_SIZE=-3",
+                                "UCX_RNDV_SPPLN_C0=-4k",
+                                "UCX_RNDV_SPPLN_Q=nan",
+                                "UCX_RNDV_SPPLN_Q=-2",
+                                "UCX_RNDV_SPPLN_Q=inf",
+                                "UCX_RNDV_SPPLN_GROUPS=0",
+                                "UCX_RNDV_SPPLN_GROUPS=-1",
                                 "UCX_COPY_ENGINE_THREADS=0",
                                 "UCX_COPY_ENGINE_THREADS=-1",
                                 "UCX_COPY_ENGINE_QUEUE_LEN=0",
@@ -912,14 +912,14 @@ TH_TEST(calib_hardening, settings_reject_negative_and_nan)
     /* and what they refuse is not what is valid */
     TH_ASSERT_EQ(
             th_run_cmd(&out,
-                       "env UCX_HCR_SPPLN_Q=2.5 "
-                       "UCX_COPY_ENGINE_THREADS=2 UCX_HCR_SPPLN_THRESH=inf "
+                       "env UCX_RNDV_SPPLN_Q=2.5 "
+                       "UCX_COPY_ENGINE_THREADS=2 UCX_RNDV_SPPLN_THRESH=inf "
                        "%s/bin/ucx_info -c 2>&1",
                        th_prefix()),
             0);
     TH_ASSERT(strstr(out, "Invalid value") == NULL);
-    TH_ASSERT(strstr(out, "UCX_HCR_SPPLN_Q=2.500") != NULL);
-    TH_ASSERT(strstr(out, "UCX_HCR_SPPLN_THRESH=inf") != NULL);
+    TH_ASSERT(strstr(out, "UCX_RNDV_SPPLN_Q=2.500") != NULL);
+    TH_ASSERT(strstr(out, "UCX_RNDV_SPPLN_THRESH=inf") != NULL);
     free(out);
 }
 
@@ -931,8 +931,8 @@ TH_TEST_TIMEOUT(calib_hardening, settings_errors_print_auto, 90)
         const char *env;
         const char *expect;
     } cases[] = {
-            {"UCX_HCR_SPPLN_SLOT_SIZE=auto", "slot auto"},
-            {"UCX_HCR_SPPLN_Q=0.5", "UCX_HCR_SPPLN_Q=0.5: need 0"},
+            {"UCX_RNDV_SPPLN_SLOT_SIZE=auto", "slot auto"},
+            {"UCX_RNDV_SPPLN_Q=0.5", "UCX_RNDV_SPPLN_Q=0.5: need auto"},
     };
     char env[256], *out[2];
     unsigned i;

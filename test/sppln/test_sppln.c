@@ -49,12 +49,12 @@ static void sppln_env(const char *path, const char *tls)
     }
     setenv("UCX_TLS", tls, 1);
     setenv("UCX_PROTO_ENABLE", "y", 1);
-    setenv("UCX_HCR_SPPLN_PATH", path, 1);
-    setenv("UCX_HCR_SPPLN_TLS", "all", 1);
+    setenv("UCX_RNDV_SPPLN_PATH", path, 1);
+    setenv("UCX_RNDV_SPPLN_TLS", "all", 1);
     /* every size the tests send goes through rndv/sppln, so that its
      * counters account for each message; by default it takes over from the
      * measured C_0, which moves with the host's measurement */
-    setenv("UCX_HCR_SPPLN_THRESH", "64k", 1);
+    setenv("UCX_RNDV_SPPLN_THRESH", "64k", 1);
 }
 
 /* a fresh mapping for every message: never registered, never touched */
@@ -116,7 +116,7 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
 
     sppln_env(arg->path, arg->tls);
     if (arg->copy_async && (arg->model == NULL)) {
-        setenv("UCX_HCR_SPPLN_COPY_ASYNC", "y", 1);
+        setenv("UCX_RNDV_SPPLN_COPY_ASYNC", "y", 1);
         setenv("UCX_COPY_ENGINE", "thread", 1);
     }
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
@@ -228,7 +228,7 @@ SPPLN_PATH_TEST(sppln, 64 * SPPLN_MB)
 SPPLN_PATH_TEST(bcopy, 16 * SPPLN_MB)
 SPPLN_PATH_TEST(zcopy, 16 * SPPLN_MB)
 
-/* the sender stages chunks with the copy engine (UCX_HCR_SPPLN_COPY_ASYNC) */
+/* the sender stages chunks with the copy engine (UCX_RNDV_SPPLN_COPY_ASYNC) */
 TH_TEST_TIMEOUT(sppln, integrity_sppln_copy_engine, 300)
 {
     sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 1, NULL};
@@ -247,12 +247,12 @@ TH_TEST_TIMEOUT(sppln, integrity_ratio_off_wire_grid, 300)
 {
     sppln_arg_t arg = {"sppln", "hcr", 16 * SPPLN_MB, 0, NULL};
 
-    setenv("UCX_HCR_SPPLN_Q", "1.0999", 1);
-    setenv("UCX_HCR_SPPLN_C0", "4k", 1);
+    setenv("UCX_RNDV_SPPLN_Q", "1.0999", 1);
+    setenv("UCX_RNDV_SPPLN_C0", "4k", 1);
     sppln_run(sppln_integrity_rank, &arg);
 }
 
-/* UCX_HCR_SPPLN_COPY_ASYNC=auto (the default) follows the measured model:
+/* UCX_RNDV_SPPLN_COPY_ASYNC=auto (the default) follows the measured model:
  * every other test runs with the host's measurement, where the helper
  * thread's CPU time cancels its overlap, and asserts the engine staged
  * nothing. Here the model says the thread backend copies as a DMA engine
@@ -367,7 +367,7 @@ TH_TEST_TIMEOUT(sppln, unmapped_buffer_is_fresh, 300)
 /* ---- receive buffers nobody touched ----------------------------------- */
 
 typedef struct {
-    const char *how;   /* UCX_HCR_SPPLN_FRESH_COPY */
+    const char *how; /* UCX_RNDV_SPPLN_FRESH_COPY */
     int        fresh;  /* the counter it must move */
 } sppln_fresh_arg_t;
 
@@ -395,7 +395,7 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("sppln", "hcr");
-    setenv("UCX_HCR_SPPLN_FRESH_COPY", arg->how, 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_COPY", arg->how, 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -996,14 +996,14 @@ TH_TEST_TIMEOUT(sppln, rma_memlock_falls_back, 120)
 }
 
 
-/* ---- UCX_HCR_SPPLN_* count as used when a worker starts ---------------- */
+/* ---- UCX_RNDV_SPPLN_* count as used when a worker starts ---------------- */
 
 TH_TEST(sppln, config_vars_used)
 {
     /* rndv/sppln reads its variables at its first use, after UCP warned
      * about unused ones */
-    th_ucp_assert_var_used(UCP_FEATURE_TAG, "UCX_HCR_SPPLN_THRESH", "64k",
-                           "UCX_HCR_SPPLN_TRESH");
+    th_ucp_assert_var_used(UCP_FEATURE_TAG, "UCX_RNDV_SPPLN_THRESH", "64k",
+                           "UCX_RNDV_SPPLN_TRESH");
 }
 
 
@@ -1105,7 +1105,7 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     sppln_env("sppln", "hcr");
     /* several sub-blocks per chunk */
-    setenv("UCX_HCR_SPPLN_SUB_SIZE", "256k", 1);
+    setenv("UCX_RNDV_SPPLN_SUB_SIZE", "256k", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     /* untrusted peers: with error handling, request ids on the wire are
      * looked up, not taken as pointers (a broken peer's late ACK names a
@@ -1257,7 +1257,7 @@ SPPLN_TRUNC_TEST(bcopy)
 SPPLN_TRUNC_TEST(zcopy)
 
 
-/* ---- the automatic takeover: UCX_HCR_SPPLN_THRESH=auto ----------------- */
+/* ---- the automatic takeover: UCX_RNDV_SPPLN_THRESH=auto ----------------- */
 
 /* What auto means for a model: its C_0, at least the smallest sub-block
  * (16 KiB), at most a slot (1 MiB) */
@@ -1305,7 +1305,7 @@ static void sppln_auto_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("auto", "hcr");
-    unsetenv("UCX_HCR_SPPLN_THRESH"); /* the default: auto */
+    unsetenv("UCX_RNDV_SPPLN_THRESH"); /* the default: auto */
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -1375,10 +1375,10 @@ TH_TEST_TIMEOUT(sppln, auto_threshold_follows_model, 120)
 }
 
 
-/* ---- lanes: hcr only by default (UCX_HCR_SPPLN_TLS=hcr) ----------------- */
+/* ---- lanes: hcr only by default (UCX_RNDV_SPPLN_TLS=hcr) ----------------- */
 
 /* Rank 0 sends one message of 1 MiB through the forced superpipeline on
- * the transports of arg->tls, with UCX_HCR_SPPLN_TLS at its default;
+ * the transports of arg->tls, with UCX_RNDV_SPPLN_TLS at its default;
  * arg->max_size says whether rndv/sppln must have sent it (1) or not (0) */
 static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
@@ -1391,7 +1391,7 @@ static void sppln_tls_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("sppln", arg->tls);
-    unsetenv("UCX_HCR_SPPLN_TLS"); /* the default */
+    unsetenv("UCX_RNDV_SPPLN_TLS"); /* the default */
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     buf = malloc(SPPLN_MB);
@@ -1509,7 +1509,7 @@ TH_TEST_TIMEOUT(sppln, iov_sender_keeps_ucx_protocols, 120)
 }
 
 
-/* ---- UCX_HCR_SPPLN_COPY_ASYNC=n: never the engine ---------------------- */
+/* ---- UCX_RNDV_SPPLN_COPY_ASYNC=n: never the engine ---------------------- */
 
 /* the model of copy_engine_auto_dma_like_model, under which auto uses the
  * engine: n keeps the sender's own copy */
@@ -1518,7 +1518,7 @@ TH_TEST_TIMEOUT(sppln, copy_engine_off_dma_like_model, 300)
     sppln_arg_t arg = {"sppln", "hcr", 4 * SPPLN_MB, 0,
                        SPPLN_MODEL_BASE "engine thread 2e-7 5e-8 3e10 0.9 0\n"};
 
-    setenv("UCX_HCR_SPPLN_COPY_ASYNC", "n", 1);
+    setenv("UCX_RNDV_SPPLN_COPY_ASYNC", "n", 1);
     sppln_run(sppln_integrity_rank, &arg);
 }
 
@@ -1552,7 +1552,7 @@ sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     char go;
 
     sppln_env("auto", "hcr");
-    unsetenv("UCX_HCR_SPPLN_THRESH");
+    unsetenv("UCX_RNDV_SPPLN_THRESH");
     setenv("UCX_PROTO_INFO", "y", 1);
     if (rank == 0) {
         fflush(stdout);

@@ -185,7 +185,7 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
         }
     }
     print_engine_choice(m, "  superpipeline stages with: %s "
-                           "(UCX_HCR_SPPLN_COPY_ASYNC=auto)\n");
+                           "(UCX_RNDV_SPPLN_COPY_ASYNC=auto)\n");
     printf("md reg_cost (ucx_info -d)\n  %.3f us + %.3f ns/KiB\n",
            md_attr->reg_cost.c * 1e6, md_attr->reg_cost.m * 1e9 * UCS_KBYTE);
 }

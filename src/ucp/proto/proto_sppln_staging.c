@@ -8,179 +8,234 @@
 #include "config.h"
 #endif
 
-#include "proto_sppln.h"
+#include "proto_sppln_staging.h"
 
 #include <ucp/core/ucp_context.h>
-#include <ucp/core/ucp_worker.h>
 #include <ucp/core/ucp_mm.h>
 #include <ucp/core/ucp_request.inl>
+#include <ucp/core/ucp_worker.h>
+#include <ucp/rndv/rndv_sppln.h>
 #include <ucs/datastruct/queue.h>
+#include <ucs/sys/sys.h>
 
 
-unsigned ucp_sppln_faults = 0;
+/* The slots of a group start a page after its header, page-aligned */
+#define UCP_SPPLN_GROUP_HDR_SIZE 4096
 
-void ucp_proto_sppln_test_fault(unsigned faults)
+
+typedef struct {
+    ucp_sppln_worker_t *sw;
+    int side;
+} ucp_sppln_group_mp_priv_t;
+
+
+/* A chunk of a staging pool holds one group (elems_per_chunk 1): one
+ * registration per group, so that a receive group's rkey reaches only the
+ * senders of the transfers that used that group */
+typedef struct {
+    ucp_mem_h memh;
+    void *rkey_buf;
+    size_t rkey_size;
+} ucp_sppln_chunk_hdr_t;
+
+
+static ucs_status_t
+ucp_sppln_group_chunk_alloc(ucs_mpool_t *mp, size_t *size_p, void **chunk_p)
 {
-    ucp_sppln_faults = faults;
-}
-
-int ucp_sppln_rkey_buf_valid(const void *buffer, size_t length)
-{
-    const uint8_t *p   = buffer;
-    const uint8_t *end = p + length;
-    ucp_md_map_t md_map;
-    unsigned md_index;
-
-    /* md map, memory type, then a size byte and a key per md of the map */
-    if (length < sizeof(md_map) + 1) {
-        return 0;
-    }
-    memcpy(&md_map, p, sizeof(md_map));
-    p += sizeof(md_map) + 1;
-    ucs_for_each_bit(md_index, md_map) {
-        if ((md_index > UCP_MD_INDEX_BITS) || (p >= end) ||
-            (*p > (size_t)(end - p - 1))) {
-            return 0;
-        }
-        p += 1 + *p;
-    }
-    return 1;
-}
-
-/*
- * The staging regions of a worker: one for sending and one for receiving,
- * each GROUPS x 3 slots, allocated and registered on every memory domain
- * once, when the worker first stages a message. A transfer holds one group
- * (three slots: triple buffering) on each side for its lifetime.
- */
-
-static ucs_status_t ucp_sppln_region_alloc(ucp_worker_h worker,
-                                           ucp_sppln_worker_t *sw, int side)
-{
+    ucp_sppln_group_mp_priv_t *mpriv = ucs_mpool_priv(mp);
+    ucp_context_h context            = mpriv->sw->worker->context;
+    ucp_sppln_chunk_hdr_t *hdr;
     ucp_mem_map_params_t params;
     ucs_status_t status;
+    ucp_mem_h memh;
 
     params.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH |
                         UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-    params.length     = sw->groups * UCP_SPPLN_NUM_SLOTS * sw->slot_size;
+    params.length     = *size_p + sizeof(*hdr);
     params.flags      = UCP_MEM_MAP_ALLOCATE;
-
-    status = ucp_mem_map(worker->context, &params, &sw->memh[side]);
+    status            = ucp_mem_map(context, &params, &memh);
     if (status != UCS_OK) {
-        ucs_error("rndv/sppln: could not allocate and register %zu bytes of "
-                  "staging memory: %s", params.length,
-                  ucs_status_string(status));
+        /* the mpool says that it could not grow; the caller says what it
+         * does without the group */
+        ucs_debug("rndv/sppln: could not register %zu bytes of staging "
+                  "memory: %s",
+                  params.length, ucs_status_string(status));
         return status;
     }
 
-    sw->base[side] = ucp_memh_address(sw->memh[side]);
+    hdr            = ucp_memh_address(memh);
+    hdr->memh      = memh;
+    hdr->rkey_buf  = NULL;
+    hdr->rkey_size = 0;
+    if (mpriv->side == UCP_SPPLN_SIDE_RECV) {
+        status = ucp_rkey_pack(context, memh, &hdr->rkey_buf, &hdr->rkey_size);
+        if (status != UCS_OK) {
+            ucs_error("rndv/sppln: could not pack the rkey of a staging "
+                      "group: %s",
+                      ucs_status_string(status));
+            ucp_mem_unmap(context, memh);
+            return status;
+        }
+    }
+
+    *chunk_p = hdr + 1;
+    *size_p  = ucp_memh_length(memh) - sizeof(*hdr);
     return UCS_OK;
 }
 
-ucs_status_t ucp_sppln_worker_state(ucp_worker_h worker,
-                                    ucp_sppln_worker_t **sw_p)
+static void ucp_sppln_group_chunk_release(ucs_mpool_t *mp, void *chunk)
 {
-    const ucp_sppln_config_t *cfg = ucp_sppln_config();
-    ucp_sppln_worker_t *sw;
-    int side;
+    ucp_sppln_group_mp_priv_t *mpriv = ucs_mpool_priv(mp);
+    ucp_sppln_chunk_hdr_t *hdr       = (ucp_sppln_chunk_hdr_t *)chunk - 1;
 
-    if (ucs_likely(worker->sppln != NULL)) {
-        *sw_p = worker->sppln;
-        return UCS_OK;
+    if (hdr->rkey_buf != NULL) {
+        ucp_rkey_buffer_release(hdr->rkey_buf);
     }
+    ucp_mem_unmap(mpriv->sw->worker->context, hdr->memh);
+}
+
+static void ucp_sppln_group_obj_init(ucs_mpool_t *mp, void *obj, void *chunk)
+{
+    ucp_sppln_group_mp_priv_t *mpriv = ucs_mpool_priv(mp);
+    ucp_sppln_chunk_hdr_t *hdr       = (ucp_sppln_chunk_hdr_t *)chunk - 1;
+    ucp_sppln_group_t *group         = obj;
+
+    group->memh      = hdr->memh;
+    group->rkey_buf  = hdr->rkey_buf;
+    group->rkey_size = hdr->rkey_size;
+    group->side      = mpriv->side;
+}
+
+static ucs_mpool_ops_t ucp_sppln_group_mp_ops = {
+        .chunk_alloc   = ucp_sppln_group_chunk_alloc,
+        .chunk_release = ucp_sppln_group_chunk_release,
+        .obj_init      = ucp_sppln_group_obj_init,
+        .obj_cleanup   = NULL,
+        .obj_str       = NULL};
+
+static ucs_mpool_ops_t ucp_sppln_xfer_mp_ops = {
+        .chunk_alloc   = ucs_mpool_chunk_malloc,
+        .chunk_release = ucs_mpool_chunk_free,
+        .obj_init      = NULL,
+        .obj_cleanup   = NULL,
+        .obj_str       = NULL};
+
+
+static ucs_status_t ucp_sppln_worker_create(ucp_worker_h worker)
+{
+    const ucp_sppln_config_t *config = &worker->context->config.sppln;
+    ucp_sppln_group_mp_priv_t *mpriv;
+    ucp_sppln_worker_t *sw;
+    ucs_status_t status;
+    int side;
 
     sw = ucs_calloc(1, sizeof(*sw), "sppln_worker");
     if (sw == NULL) {
+        ucs_error("rndv/sppln: failed to allocate the worker's state");
         return UCS_ERR_NO_MEMORY;
     }
 
-    sw->slot_size  = cfg->slot_size;
-    sw->groups     = cfg->groups;
-    sw->fresh_copy = cfg->fresh_copy;
-    for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
+    sw->worker          = worker;
+    sw->slot_size       = config->slot_size;
+    sw->fresh_copy      = config->fresh_copy;
+    sw->next_generation = 1;
+
+    status = ucs_mpool_init(&sw->xfer_mp, 0, sizeof(ucp_sppln_xfer_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 16, UINT_MAX,
+                            &ucp_sppln_xfer_mp_ops, "sppln_xfer");
+    if (status != UCS_OK) {
+        goto err_free;
+    }
+
+    for (side = 0; side < UCP_SPPLN_SIDE_LAST; ++side) {
         ucs_queue_head_init(&sw->waitq[side]);
-        sw->free_groups[side] = UCS_MASK(sw->groups);
-    }
-
-    ucp_sppln_staged_track(sw);
-    worker->sppln = sw;
-    *sw_p         = sw;
-    return UCS_OK;
-}
-
-ucs_status_t ucp_sppln_worker_get(ucp_worker_h worker,
-                                  ucp_sppln_worker_t **sw_p)
-{
-    ucp_sppln_worker_t *sw;
-    ucs_status_t status;
-    int side;
-
-    status = ucp_sppln_worker_state(worker, &sw);
-    if (status != UCS_OK) {
-        return status;
-    } else if (ucs_likely(sw->rkey_buf != NULL)) {
-        *sw_p = sw; /* the staging regions are there */
-        return UCS_OK;
-    }
-
-    for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
-        status = ucp_sppln_region_alloc(worker, sw, side);
+        status = ucs_mpool_init(&sw->group_mp[side], sizeof(*mpriv),
+                                UCP_SPPLN_GROUP_HDR_SIZE +
+                                        (UCP_SPPLN_NUM_SLOTS * sw->slot_size),
+                                UCP_SPPLN_GROUP_HDR_SIZE,
+                                UCP_SPPLN_GROUP_HDR_SIZE, 1,
+                                ucs_min(config->groups, UCP_SPPLN_MAX_GROUPS),
+                                &ucp_sppln_group_mp_ops,
+                                (side == UCP_SPPLN_SIDE_SEND) ?
+                                        "sppln_send_staging" :
+                                        "sppln_recv_staging");
         if (status != UCS_OK) {
-            goto err;
+            goto err_cleanup;
         }
+        mpriv       = ucs_mpool_priv(&sw->group_mp[side]);
+        mpriv->sw   = sw;
+        mpriv->side = side;
     }
 
-    status = ucp_rkey_pack(worker->context, sw->memh[UCP_SPPLN_SIDE_RECV],
-                           &sw->rkey_buf, &sw->rkey_size);
-    if (status != UCS_OK) {
-        ucs_error("rndv/sppln: could not pack the staging rkey: %s",
-                  ucs_status_string(status));
-        goto err;
-    }
-
-    ucs_debug("worker %p: rndv/sppln staging %u groups x %d x %zu bytes, "
-              "send %p recv %p", worker, sw->groups, UCP_SPPLN_NUM_SLOTS,
-              sw->slot_size, sw->base[0], sw->base[1]);
-    *sw_p = sw;
+    ucp_sppln_staged_track(&sw->staged);
+    worker->sppln = sw;
     return UCS_OK;
 
-err:
-    /* the state stays, without staging: a later transfer tries again */
-    for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
-        if (sw->memh[side] != NULL) {
-            ucp_mem_unmap(worker->context, sw->memh[side]);
-            sw->memh[side] = NULL;
-        }
+err_cleanup:
+    while (side-- > 0) {
+        ucs_mpool_cleanup(&sw->group_mp[side], 1);
     }
-    sw->rkey_buf = NULL;
+    ucs_mpool_cleanup(&sw->xfer_mp, 1);
+err_free:
+    ucs_free(sw);
     return status;
 }
 
-/* The worker's copy engine, created when a transfer first wants one; one
- * per worker, so the first backend asked for is the one used */
-ucs_copy_engine_t *ucp_sppln_copy_engine(ucp_sppln_worker_t *sw,
-                                         const ucp_sppln_priv_t *spriv)
+ucs_status_t
+ucp_sppln_worker_state(ucp_worker_h worker, ucp_sppln_worker_t **sw_p)
 {
-    ucs_copy_engine_params_t params;
     ucs_status_t status;
 
-    if (!spriv->copy_async) {
-        return NULL;
-    } else if ((sw->copy_engine != NULL) || sw->copy_engine_failed) {
-        return sw->copy_engine;
+    if (ucs_unlikely(worker->sppln == NULL)) {
+        status = ucp_sppln_worker_create(worker);
+        if (status != UCS_OK) {
+            return status;
+        }
     }
 
-    params.backend = spriv->copy_backend;
-    params.flags   = 0;
-    params.name    = "sppln";
-    status         = ucs_copy_engine_create(&params, &sw->copy_engine);
-    if (status != UCS_OK) {
-        ucs_diag("rndv/sppln: no copy engine (%s), the sender copies itself",
-                 ucs_status_string(status));
-        sw->copy_engine        = NULL;
-        sw->copy_engine_failed = 1;
+    *sw_p = worker->sppln;
+    return UCS_OK;
+}
+
+/* Whether the staged protocols may run on one of the worker's transports */
+static int ucp_sppln_worker_uses_staging(ucp_worker_h worker)
+{
+    ucp_context_h context = worker->context;
+    ucp_rsc_index_t rsc_index;
+
+    if ((context->config.sppln.enable == UCS_NO) ||
+        !(context->config.features &
+          (UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_RMA))) {
+        return 0;
     }
-    return sw->copy_engine;
+
+    UCS_BITMAP_FOR_EACH_BIT(context->tl_bitmap, rsc_index) {
+        if (ucp_sppln_lane_tl_enabled(context, rsc_index)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ucp_proto_sppln_worker_init(ucp_worker_h worker)
+{
+    ucp_sppln_worker_t *sw;
+    int side;
+
+    if (!ucp_sppln_worker_uses_staging(worker) ||
+        (ucp_sppln_worker_state(worker, &sw) != UCS_OK)) {
+        return;
+    }
+
+    /* one group per side now, not in the first staged message: registering
+     * (and faulting in) megabytes costs milliseconds. A failure here is
+     * not one yet: the first transfer tries again, and says so if it must */
+    for (side = 0; side < UCP_SPPLN_SIDE_LAST; ++side) {
+        ucs_mpool_grow(&sw->group_mp[side], 1);
+    }
+    ucs_debug("worker %p: rndv/sppln staging groups of 3 x %zu bytes, up to "
+              "%u per side, one each registered",
+              worker, sw->slot_size, worker->context->config.sppln.groups);
 }
 
 void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker)
@@ -200,18 +255,16 @@ void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker)
               sw->stats.sent[UCP_SPPLN_PATH_ZCOPY], sw->stats.reg_fallback,
               sw->stats.async_copies);
 
-    ucp_sppln_staged_untrack(sw);
+    ucp_sppln_staged_untrack(&sw->staged);
     if (sw->copy_engine != NULL) {
         ucs_copy_engine_destroy(sw->copy_engine);
     }
-    if (sw->rkey_buf != NULL) {
-        ucp_rkey_buffer_release(sw->rkey_buf);
+    for (side = 0; side < UCP_SPPLN_SIDE_LAST; ++side) {
+        /* transfers of endpoints closed in force may not have returned
+         * their groups */
+        ucs_mpool_cleanup(&sw->group_mp[side], 0);
     }
-    for (side = UCP_SPPLN_SIDE_SEND; side <= UCP_SPPLN_SIDE_RECV; ++side) {
-        if (sw->memh[side] != NULL) {
-            ucp_mem_unmap(worker->context, sw->memh[side]);
-        }
-    }
+    ucs_mpool_cleanup(&sw->xfer_mp, 0);
     ucs_free(sw);
     worker->sppln = NULL;
 }
@@ -223,112 +276,139 @@ const ucp_sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker)
     return (sw == NULL) ? NULL : &sw->stats;
 }
 
-int ucp_sppln_group_get(ucp_sppln_worker_t *sw, int side)
+ucp_sppln_group_t *
+ucp_sppln_group_get(ucp_sppln_worker_t *sw, int side, ucs_status_t *status_p)
 {
-    int group;
+    ucp_sppln_group_t *group;
 
-    if (sw->free_groups[side] == 0) {
-        return -1;
+    group = ucs_mpool_get(&sw->group_mp[side]);
+    if (group != NULL) {
+        ++sw->groups_used[side];
+        return group;
     }
 
-    group                  = ucs_ffs64(sw->free_groups[side]);
-    sw->free_groups[side] &= ~UCS_BIT(group);
-    return group;
+    if (sw->groups_used[side] > 0) {
+        /* all taken, or the pool cannot grow now: one comes back when a
+         * transfer ends */
+        *status_p = UCS_INPROGRESS;
+    } else {
+        ucs_error("rndv/sppln: no %s staging memory could be registered "
+                  "(%zu bytes; is the locked memory limit too low?)",
+                  (side == UCP_SPPLN_SIDE_SEND) ? "send" : "receive",
+                  UCP_SPPLN_NUM_SLOTS * sw->slot_size);
+        *status_p = UCS_ERR_NO_MEMORY;
+    }
+    return NULL;
 }
 
-void ucp_sppln_group_put(ucp_worker_h worker, int side, int group)
+void ucp_sppln_group_wait(ucp_sppln_worker_t *sw, int side,
+                          ucp_sppln_waiter_t *waiter)
 {
-    ucp_sppln_worker_t *sw = worker->sppln;
-    ucp_sppln_xfer_t *waiter;
+    ucp_trace_req(waiter->req, "rndv/sppln: waiting for a %s staging group",
+                  (side == UCP_SPPLN_SIDE_SEND) ? "send" : "receive");
+    ucs_queue_push(&sw->waitq[side], &waiter->queue);
+}
 
-    ucs_assert(!(sw->free_groups[side] & UCS_BIT(group)));
-    sw->free_groups[side] |= UCS_BIT(group);
-    if (side == UCP_SPPLN_SIDE_RECV) {
-        sw->rx[group] = NULL;
-    }
+void ucp_sppln_group_wait_cancel(ucp_sppln_worker_t *sw, int side,
+                                 ucp_sppln_waiter_t *waiter)
+{
+    ucs_queue_remove(&sw->waitq[side], &waiter->queue);
+}
+
+void ucp_sppln_group_put(ucp_sppln_worker_t *sw, ucp_sppln_group_t *group)
+{
+    int side = group->side;
+    ucp_sppln_waiter_t *waiter;
+
+    ucs_assert(sw->groups_used[side] > 0);
+    --sw->groups_used[side];
+    ucs_mpool_put(group);
 
     if (!ucs_queue_is_empty(&sw->waitq[side])) {
         waiter = ucs_queue_pull_elem_non_empty(&sw->waitq[side],
-                                               ucp_sppln_xfer_t, queue);
-        waiter->flags &= ~UCP_SPPLN_XFER_FLAG_WAITING;
-        ucp_sppln_kick(waiter);
+                                               ucp_sppln_waiter_t, queue);
+        ucp_request_send(waiter->req);
     }
 }
 
-void ucp_sppln_wait_group(ucp_sppln_worker_t *sw, ucp_sppln_xfer_t *xfer)
+void *ucp_sppln_group_slot(const ucp_sppln_worker_t *sw,
+                           const ucp_sppln_group_t *group, unsigned slot)
 {
-    ucs_trace_req("xfer %p: waiting for a %s staging group", xfer,
-                  (xfer->side == UCP_SPPLN_SIDE_SEND) ? "send" : "receive");
-    xfer->flags |= UCP_SPPLN_XFER_FLAG_WAITING;
-    ucs_queue_push(&sw->waitq[xfer->side], &xfer->queue);
+    return UCS_PTR_BYTE_OFFSET(group, UCP_SPPLN_GROUP_HDR_SIZE +
+                                              (slot * sw->slot_size));
 }
 
-void *ucp_sppln_slot_ptr(ucp_sppln_worker_t *sw, int side, int group,
-                         unsigned slot)
+uct_mem_h
+ucp_sppln_group_uct_memh(const ucp_sppln_group_t *group, ucp_md_index_t md)
 {
-    return UCS_PTR_BYTE_OFFSET(sw->base[side],
-                               ((group * UCP_SPPLN_NUM_SLOTS) + slot) *
-                               sw->slot_size);
-}
-
-uct_mem_h ucp_sppln_slot_memh(ucp_sppln_worker_t *sw, int side,
-                              ucp_md_index_t md_index)
-{
-    ucp_mem_h memh = sw->memh[side];
-
-    if (!(memh->md_map & UCS_BIT(md_index))) {
+    if (!(group->memh->md_map & UCS_BIT(md))) {
         return UCT_MEM_HANDLE_NULL;
     }
-    return memh->uct[md_index];
+    return group->memh->uct[md];
 }
 
-void ucp_sppln_xfer_put(ucp_sppln_xfer_t *xfer)
+int ucp_sppln_rx_add(ucp_sppln_worker_t *sw, struct ucp_sppln_xfer *xfer,
+                     uint16_t *generation_p)
 {
-    ucs_assert(xfer->refcount > 0);
-    if (--xfer->refcount > 0) {
-        return;
+    int index;
+
+    for (index = 0; index < UCP_SPPLN_MAX_GROUPS; ++index) {
+        if (sw->rx[index].xfer == NULL) {
+            break;
+        }
+    }
+    if (index == UCP_SPPLN_MAX_GROUPS) {
+        return -1;
     }
 
-    if (xfer->flags & UCP_SPPLN_XFER_FLAG_WAITING) {
-        ucs_queue_remove(&xfer->worker->sppln->waitq[xfer->side],
-                         &xfer->queue);
-    }
-    if (xfer->rkey != NULL) {
-        ucp_rkey_destroy(xfer->rkey);
-    }
-    if (xfer->group >= 0) {
-        ucp_sppln_group_put(xfer->worker, xfer->side, xfer->group);
-    }
-    ucp_sppln_sched_cleanup(&xfer->sched);
-    ucs_free(xfer->sub_seen);
-    ucs_free(xfer);
+    /* a new generation for every transfer: a sub-block meant for an earlier
+     * transfer of the entry does not count for this one */
+    sw->next_generation = (sw->next_generation + 1) &
+                          UCS_MASK(UCP_SPPLN_GEN_BITS);
+    sw->rx[index].xfer       = xfer;
+    sw->rx[index].generation = sw->next_generation;
+    *generation_p            = sw->next_generation;
+    return index;
 }
 
-void ucp_sppln_kick(ucp_sppln_xfer_t *xfer)
+void ucp_sppln_rx_remove(ucp_sppln_worker_t *sw, int index)
 {
-    if (xfer->flags & (UCP_SPPLN_XFER_FLAG_PENDING |
-                       UCP_SPPLN_XFER_FLAG_DONE)) {
-        return; /* progress comes from the pending queue, or nothing to do */
-    }
-
-    ucp_request_send(xfer->req);
+    ucs_assert(sw->rx[index].xfer != NULL);
+    sw->rx[index].xfer = NULL;
 }
 
-ucs_status_t ucp_sppln_send_ctrl(ucp_sppln_xfer_t *xfer, ucp_lane_index_t lane,
-                                 uint8_t am_id, uct_pack_callback_t pack_cb)
+struct ucp_sppln_xfer *ucp_sppln_rx_find(const ucp_sppln_worker_t *sw,
+                                         unsigned index, unsigned generation)
 {
-    ucp_request_t *req = xfer->req;
-    ssize_t packed;
+    if ((index >= UCP_SPPLN_MAX_GROUPS) ||
+        (sw->rx[index].generation != generation)) {
+        return NULL;
+    }
+    return sw->rx[index].xfer;
+}
 
-    packed = uct_ep_am_bcopy(req->send.ep->uct_eps[lane], am_id, pack_cb, xfer,
-                             0);
-    if (ucs_likely(packed >= 0)) {
-        return UCS_OK;
+ucs_copy_engine_t *ucp_sppln_copy_engine(ucp_sppln_worker_t *sw,
+                                         const ucp_sppln_lane_model_t *lmodel)
+{
+    ucs_copy_engine_params_t params;
+    ucs_status_t status;
+
+    if (!lmodel->copy_async) {
+        return NULL;
+    } else if ((sw->copy_engine != NULL) || sw->copy_engine_failed) {
+        return sw->copy_engine;
     }
 
-    if (packed == UCS_ERR_NO_RESOURCE) {
-        req->send.lane = lane;
-        xfer->flags   |= UCP_SPPLN_XFER_FLAG_PENDING;
+    /* one per worker: the first backend asked for is the one used */
+    params.backend = lmodel->copy_backend;
+    params.flags   = 0;
+    params.name    = "sppln";
+    status         = ucs_copy_engine_create(&params, &sw->copy_engine);
+    if (status != UCS_OK) {
+        ucs_diag("rndv/sppln: no copy engine (%s), the sender copies itself",
+                 ucs_status_string(status));
+        sw->copy_engine        = NULL;
+        sw->copy_engine_failed = 1;
     }
-    return (ucs_status_t)packed;
+    return sw->copy_engine;
 }

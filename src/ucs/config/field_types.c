@@ -71,6 +71,27 @@ int ucs_config_sscanf_time_strict(const char *buf, void *dest, const void *arg)
     return 1;
 }
 
+int ucs_config_sscanf_double_auto_strict(const char *buf, void *dest,
+                                         const void *arg)
+{
+    if (!strcasecmp(buf, UCS_VALUE_AUTO_STR)) {
+        *(double *)dest = UCS_CONFIG_DBL_AUTO;
+        return 1;
+    }
+
+    return ucs_config_sscanf_double_strict(buf, dest, arg);
+}
+
+int ucs_config_sprintf_double_auto(char *buf, size_t max, const void *src,
+                                   const void *arg)
+{
+    if (*(const double *)src == UCS_CONFIG_DBL_AUTO) {
+        return snprintf(buf, max, "%s", UCS_VALUE_AUTO_STR);
+    }
+
+    return ucs_config_sprintf_double(buf, max, src, arg);
+}
+
 
 int ucs_config_sscanf_renamed(const char *buf, void *dest, const void *arg)
 {

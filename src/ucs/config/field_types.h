@@ -35,6 +35,14 @@ int ucs_config_sscanf_count(const char *buf, void *dest, const void *arg);
 int ucs_config_sscanf_double_strict(const char *buf, void *dest,
                                     const void *arg);
 int ucs_config_sscanf_time_strict(const char *buf, void *dest, const void *arg);
+int ucs_config_sscanf_double_auto_strict(const char *buf, void *dest,
+                                         const void *arg);
+int ucs_config_sprintf_double_auto(char *buf, size_t max, const void *src,
+                                   const void *arg);
+
+
+/* The value of a UCS_CONFIG_TYPE_DOUBLE_AUTO_STRICT field set to "auto" */
+#define UCS_CONFIG_DBL_AUTO ((double)-1)
 
 
 /* bytes: <number>[b|kb|mb|gb], "inf" or "auto"; never negative */
@@ -71,6 +79,15 @@ int ucs_config_sscanf_time_strict(const char *buf, void *dest, const void *arg);
                 ucs_config_clone_double, ucs_config_release_nop,               \
                 ucs_config_help_generic,                                       \
                 "floating point number, finite, not negative"                  \
+    }
+
+/* a finite number, not negative, or "auto" (UCS_CONFIG_DBL_AUTO) */
+#define UCS_CONFIG_TYPE_DOUBLE_AUTO_STRICT                                     \
+    {                                                                          \
+        ucs_config_sscanf_double_auto_strict, ucs_config_sprintf_double_auto,  \
+                ucs_config_clone_double, ucs_config_release_nop,               \
+                ucs_config_help_generic,                                       \
+                "floating point number, finite, not negative, or \"auto\""     \
     }
 
 /* a time, finite and not negative */
@@ -116,10 +133,12 @@ void ucs_config_help_renamed(char *buf, size_t max, const void *arg);
  *                   parses it into the field when the value given under the
  *                   old name is invalid.
  * @param _offset    Offset of the field (as in the field's own entry).
- * @param _type      Type of the field (as in the field's own entry).
+ * @param ...        Type of the field (as in the field's own entry; a
+ *                   variadic argument, so that a type given by another
+ *                   macro keeps its commas).
  */
 #define UCS_CONFIG_RENAMED_FIELD(_old_name, _new_name, _dfl_value, _offset,    \
-                                 _type)                                        \
+                                 ...)                                          \
     {                                                                          \
         _old_name, NULL, "Deprecated name of UCX_" _new_name ".", _offset,     \
         {                                                                      \
@@ -127,7 +146,7 @@ void ucs_config_help_renamed(char *buf, size_t max, const void *arg);
                     ucs_config_clone_renamed, ucs_config_release_renamed,      \
                     ucs_config_help_renamed, &(ucs_config_renamed_t)           \
             {                                                                  \
-                _old_name, _new_name, _dfl_value, _type, 0                     \
+                _old_name, _new_name, _dfl_value, __VA_ARGS__, 0               \
             }                                                                  \
         }                                                                      \
     }

@@ -8,7 +8,7 @@
 #include "config.h"
 #endif
 
-#include "proto_sppln.h"
+#include <ucp/proto/proto_sppln_staging.h>
 
 #include <ucp/core/ucp_context.h>
 #include <ucp/core/ucp_request.inl>
@@ -34,7 +34,7 @@
  * side to stage through; but the registration of the local buffer is the
  * same hidden cost as for a send. So this protocol wraps UCX's own put (get)
  * offload bcopy and zcopy protocols, adds a staged put (the sender half of
- * the superpipeline), and picks one per message:
+ * the superpipeline, rma_staged.c), and picks one per message:
  *  - the buffer is in UCP's registration cache, or was copied before (and
  *    so is likely to be used again): zcopy;
  *  - a first use that one bcopy fragment carries: the one with the lower
@@ -51,7 +51,7 @@
  *    bcopy of 256 KiB and more at half the bandwidth of registering);
  *  - a buffer the zcopy path could not register (e.g. RLIMIT_MEMLOCK
  *    exhausted): bcopy.
- * UCX_HCR_SPPLN_PATH forces zcopy (zcopy), bcopy (bcopy) or, for puts that
+ * UCX_RNDV_SPPLN_PATH forces zcopy (zcopy), bcopy (bcopy) or, for puts that
  * fit in a staging group, the staged put (sppln; bcopy otherwise).
  * ucp_proto_sppln_stats() counts the choices.
  *
@@ -68,7 +68,7 @@
 typedef struct {
     unsigned num_ranges;
     struct {
-        size_t            max_length;
+        size_t max_length;
         ucs_linear_func_t time;
     } ranges[UCP_RMA_CHOOSE_MAX_RANGES];
 } ucp_rma_choose_perf_t;
@@ -77,15 +77,15 @@ typedef struct {
 typedef struct {
     /* the wrapped protocols as selected ones; filled at the first request,
      * since this private space moves after initialization */
-    ucp_proto_config_t    sub[UCP_RMA_CHOOSE_WRAPPED];
-    int                   sub_ready;
-    size_t                sub_offset[UCP_RMA_CHOOSE_WRAPPED];
+    ucp_proto_config_t sub[UCP_RMA_CHOOSE_WRAPPED];
+    int sub_ready;
+    size_t sub_offset[UCP_RMA_CHOOSE_WRAPPED];
     ucp_rma_choose_perf_t perf[UCP_RMA_CHOOSE_WRAPPED];
-    int                   have_model;
-    ucs_calib_model_t     model;
-    size_t                c0;             /* staged put schedule */
-    double                q;
-    size_t                bcopy_max_frag; /* one bcopy fragment */
+    int have_model;
+    ucs_calib_model_t model;
+    size_t c0; /* staged put schedule */
+    double q;
+    size_t bcopy_max_frag; /* one bcopy fragment */
     /* then the wrapped protocols' private data, at sub_offset[] */
 } ucp_rma_choose_priv_t;
 
@@ -98,8 +98,8 @@ extern ucp_proto_t ucp_get_offload_bcopy_proto;
 extern ucp_proto_t ucp_get_offload_zcopy_proto;
 
 
-static const ucp_proto_t *ucp_rma_choose_protos(ucp_operation_id_t op_id,
-                                                unsigned which)
+static const ucp_proto_t *
+ucp_rma_choose_protos(ucp_operation_id_t op_id, unsigned which)
 {
     if (op_id == UCP_OP_ID_PUT) {
         return (which == UCP_RMA_CHOOSE_ZCOPY) ? &ucp_put_offload_zcopy_proto :
@@ -109,8 +109,8 @@ static const ucp_proto_t *ucp_rma_choose_protos(ucp_operation_id_t op_id,
                                              &ucp_get_offload_bcopy_proto;
 }
 
-static double ucp_rma_choose_time(const ucp_rma_choose_perf_t *perf,
-                                  size_t length)
+static double
+ucp_rma_choose_time(const ucp_rma_choose_perf_t *perf, size_t length)
 {
     unsigned i;
 
@@ -144,8 +144,8 @@ static void ucp_rma_choose_perf_set(ucp_rma_choose_perf_t *perf,
 
 /* The measured costs of the lane's device: registration (with
  * deregistration and first-transfer faults) and copy faults by residency */
-static void ucp_rma_choose_model(ucp_rma_choose_priv_t *cpriv,
-                                 const char *md_name)
+static void
+ucp_rma_choose_model(ucp_rma_choose_priv_t *cpriv, const char *md_name)
 {
     char dev[UCS_CALIB_DEV_NAME_MAX];
     ucs_calib_derived_t derived;
@@ -193,9 +193,9 @@ static size_t ucp_rma_choose_crossover(const ucp_rma_choose_priv_t *cpriv)
 static ucs_status_t
 ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
 {
-    const ucp_sppln_config_t *cfg = ucp_sppln_config();
-    ucp_operation_id_t op_id      = init_params->select_param->op_id;
     ucp_context_h context         = init_params->worker->context;
+    const ucp_sppln_config_t *cfg = &context->config.sppln;
+    ucp_operation_id_t op_id      = init_params->select_param->op_id;
     ucp_rma_choose_priv_t *cpriv  = init_params->priv;
     ucp_proto_caps_t sub_caps[UCP_RMA_CHOOSE_WRAPPED];
     ucp_proto_init_params_t sub_params;
@@ -208,7 +208,7 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
         return UCS_ERR_UNSUPPORTED;
     }
 
-    if ((cfg == NULL) || (cfg->enable == UCS_NO) ||
+    if ((cfg->enable == UCS_NO) ||
         (init_params->select_param->dt_class != UCP_DATATYPE_CONTIG) ||
         !UCP_MEM_IS_HOST(init_params->select_param->mem_type)) {
         return UCS_ERR_UNSUPPORTED;
@@ -242,26 +242,26 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
 
     /* only on the transports the superpipeline is enabled on */
     mpriv = UCS_PTR_BYTE_OFFSET(cpriv, cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
-    if (!ucp_sppln_lane_tl_enabled(context, init_params->ep_config_key->lanes[
-                                           mpriv->lanes[0].super.lane]
+    if (!ucp_sppln_lane_tl_enabled(context,
+                                   init_params->ep_config_key
+                                           ->lanes[mpriv->lanes[0].super.lane]
                                            .rsc_index)) {
         return UCS_ERR_UNSUPPORTED;
     }
 
-    ucp_rma_choose_model(cpriv, context->tl_mds[mpriv->lanes[0].super.md_index]
-                                        .rsc.md_name);
-    cpriv->bcopy_max_frag = ((const ucp_proto_multi_priv_t*)
-                             UCS_PTR_BYTE_OFFSET(cpriv,
-                                                 cpriv->sub_offset[
-                                                     UCP_RMA_CHOOSE_BCOPY]))
-                                    ->max_frag_sum;
+    ucp_rma_choose_model(
+            cpriv, context->tl_mds[mpriv->lanes[0].super.md_index].rsc.md_name);
+    cpriv->bcopy_max_frag =
+            ((const ucp_proto_multi_priv_t *)UCS_PTR_BYTE_OFFSET(
+                     cpriv, cpriv->sub_offset[UCP_RMA_CHOOSE_BCOPY]))
+                    ->max_frag_sum;
     cpriv->sub_ready = 0;
 
     /* UCX's zcopy estimate (a buffer in the cache), from where UCX would
      * take zcopy over bcopy on: this protocol takes over there */
     *init_params->caps              = sub_caps[UCP_RMA_CHOOSE_ZCOPY];
     init_params->caps->cfg_thresh   = ucp_rma_choose_crossover(cpriv);
-    init_params->caps->cfg_priority = 31;
+    init_params->caps->cfg_priority = UCP_PROTO_RMA_CHOOSE_PRIORITY;
     init_params->caps->min_length   = ucs_max(init_params->caps->min_length,
                                               init_params->caps->cfg_thresh);
     for (which = 0; which < init_params->caps->num_ranges; ++which) {
@@ -277,7 +277,8 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
                                      const ucp_rma_choose_priv_t *cpriv,
                                      ucp_sppln_worker_t *sw, int *cached_p)
 {
-    const ucp_sppln_config_t *cfg = ucp_sppln_config();
+    ucp_context_h context         = req->send.ep->worker->context;
+    const ucp_sppln_config_t *cfg = &context->config.sppln;
     void *buffer                  = req->send.state.dt_iter.type.contig.buffer;
     size_t length                 = req->send.state.dt_iter.length;
     ucp_operation_id_t op_id      = req->send.proto_config->select_param.op_id;
@@ -290,12 +291,13 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
     } else if (cfg->path == UCP_SPPLN_PATH_SPPLN) {
         return ((op_id == UCP_OP_ID_PUT) &&
                 (length <= (UCP_SPPLN_NUM_SLOTS * cfg->slot_size))) ?
-               UCP_RMA_CHOOSE_STAGED : UCP_RMA_CHOOSE_BCOPY;
+                       UCP_RMA_CHOOSE_STAGED :
+                       UCP_RMA_CHOOSE_BCOPY;
     } else if (cfg->path != UCP_SPPLN_PATH_AUTO) {
         return UCP_RMA_CHOOSE_BCOPY;
     }
 
-    if (ucp_sppln_rcache_hit(req->send.ep->worker->context, buffer, length)) {
+    if (ucp_sppln_rcache_hit(context, buffer, length)) {
         *cached_p = 1;
         return UCP_RMA_CHOOSE_ZCOPY;
     } else if (!cpriv->have_model) {
@@ -304,7 +306,7 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
 
     /* a buffer copied before is likely to be used again: register it now,
      * so that its next uses find it in the cache */
-    if (ucp_sppln_staged_before(sw, buffer, length)) {
+    if (ucp_sppln_staged_before(&sw->staged, buffer, length)) {
         return UCP_RMA_CHOOSE_ZCOPY;
     }
 
@@ -321,7 +323,8 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
         return ((op_id == UCP_OP_ID_PUT) &&
                 (length <= (UCP_SPPLN_NUM_SLOTS * cfg->slot_size)) &&
                 (ucs_calib_copy_time(&cpriv->model, length, pages) < t_reg)) ?
-               UCP_RMA_CHOOSE_STAGED : UCP_RMA_CHOOSE_ZCOPY;
+                       UCP_RMA_CHOOSE_STAGED :
+                       UCP_RMA_CHOOSE_ZCOPY;
     }
 
     t_bcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_BCOPY], length);
@@ -332,9 +335,10 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
     }
 
     ucs_trace_req("req %p: %zu bytes, %s pages: bcopy %.2f us, register and "
-                  "zcopy %.2f us", req, length,
+                  "zcopy %.2f us",
+                  req, length,
                   (pages == UCS_CALIB_PAGES_RESIDENT) ? "resident" :
-                                                         "non-resident",
+                                                        "non-resident",
                   t_bcopy * 1e6, t_zcopy * 1e6);
     return (t_zcopy < t_bcopy) ? UCP_RMA_CHOOSE_ZCOPY : UCP_RMA_CHOOSE_BCOPY;
 }
@@ -346,8 +350,7 @@ static int ucp_rma_choose_can_register(ucp_request_t *req,
                                        unsigned access)
 {
     const ucp_proto_multi_priv_t *mpriv =
-            UCS_PTR_BYTE_OFFSET(cpriv,
-                                cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
+            UCS_PTR_BYTE_OFFSET(cpriv, cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
     ucs_status_t status;
 
     status = ucp_datatype_iter_mem_reg(req->send.ep->worker->context,
@@ -356,7 +359,8 @@ static int ucp_rma_choose_can_register(ucp_request_t *req,
                                        UCS_BIT(UCP_DATATYPE_CONTIG));
     if (status != UCS_OK) {
         ucs_debug("req %p: %s of %zu bytes: registration failed (%s), "
-                  "copying instead", req, req->send.proto_config->proto->name,
+                  "copying instead",
+                  req, req->send.proto_config->proto->name,
                   req->send.state.dt_iter.length, ucs_status_string(status));
         return 0;
     }
@@ -373,8 +377,7 @@ ucp_rma_choose_staged_progress(ucp_request_t *req,
                                const ucp_rma_choose_priv_t *cpriv)
 {
     const ucp_proto_multi_priv_t *mpriv =
-            UCS_PTR_BYTE_OFFSET(cpriv,
-                                cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
+            UCS_PTR_BYTE_OFFSET(cpriv, cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
     const ucp_proto_common_lane_priv_t *lpriv = &mpriv->lanes[0].super;
 
     return ucp_rma_staged_progress(req, lpriv->lane, lpriv->md_index,
@@ -393,10 +396,9 @@ static void ucp_rma_choose_abort(ucp_request_t *req, ucs_status_t status)
 static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
 {
     ucp_request_t *req = ucs_container_of(self, ucp_request_t, send.uct);
-    ucp_rma_choose_priv_t *cpriv =
-            (ucp_rma_choose_priv_t*)req->send.proto_config->priv;
-    ucp_operation_id_t op_id =
-            req->send.proto_config->select_param.op_id;
+    ucp_rma_choose_priv_t *cpriv = (ucp_rma_choose_priv_t *)
+                                           req->send.proto_config->priv;
+    ucp_operation_id_t op_id = req->send.proto_config->select_param.op_id;
     const ucp_proto_multi_priv_t *mpriv;
     ucp_sppln_worker_t *sw;
     ucs_status_t status;
@@ -418,7 +420,7 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
         for (which = 0; which < UCP_RMA_CHOOSE_WRAPPED; ++which) {
             cpriv->sub[which]       = *req->send.proto_config;
             cpriv->sub[which].proto = ucp_rma_choose_protos(op_id, which);
-            cpriv->sub[which].priv  =
+            cpriv->sub[which].priv =
                     UCS_PTR_BYTE_OFFSET(cpriv, cpriv->sub_offset[which]);
         }
         cpriv->sub_ready = 1;
@@ -435,7 +437,8 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
             return ucp_rma_choose_staged_progress(req, cpriv);
         }
         ucs_debug("req %p: no staging for a put of %zu bytes (%s), "
-                  "registering it", req, req->send.state.dt_iter.length,
+                  "registering it",
+                  req, req->send.state.dt_iter.length,
                   ucs_status_string(status));
         which = UCP_RMA_CHOOSE_ZCOPY;
     }
@@ -444,8 +447,8 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
     if ((which == UCP_RMA_CHOOSE_ZCOPY) && !cached &&
         !ucp_rma_choose_can_register(req, cpriv,
                                      (op_id == UCP_OP_ID_PUT) ?
-                                     UCT_MD_MEM_ACCESS_LOCAL_READ :
-                                     UCT_MD_MEM_ACCESS_LOCAL_WRITE)) {
+                                             UCT_MD_MEM_ACCESS_LOCAL_READ :
+                                             UCT_MD_MEM_ACCESS_LOCAL_WRITE)) {
         ++sw->stats.reg_fallback;
         which = UCP_RMA_CHOOSE_BCOPY;
     }
@@ -453,12 +456,13 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
     ++sw->stats.rma[which];
     ucs_trace_req("req %p: %s of %zu bytes by %s", req,
                   req->send.proto_config->proto->name,
-                  req->send.state.dt_iter.length, cpriv->sub[which].proto->name);
+                  req->send.state.dt_iter.length,
+                  cpriv->sub[which].proto->name);
 
     /* from now on, the request is the wrapped protocol's */
     req->send.proto_config = &cpriv->sub[which];
-    req->send.uct.func     = cpriv->sub[which].proto->progress[
-                                     UCP_PROTO_STAGE_START];
+    req->send.uct.func =
+            cpriv->sub[which].proto->progress[UCP_PROTO_STAGE_START];
     return req->send.uct.func(self);
 }
 
@@ -472,9 +476,8 @@ static void ucp_rma_choose_query(const ucp_proto_query_params_t *params,
     sub_params       = *params;
     sub_params.proto = ucp_rma_choose_protos(params->select_param->op_id,
                                              UCP_RMA_CHOOSE_ZCOPY);
-    sub_params.priv  = UCS_PTR_BYTE_OFFSET(cpriv,
-                                           cpriv->sub_offset[
-                                                   UCP_RMA_CHOOSE_ZCOPY]);
+    sub_params.priv =
+            UCS_PTR_BYTE_OFFSET(cpriv, cpriv->sub_offset[UCP_RMA_CHOOSE_ZCOPY]);
     sub_params.proto->query(&sub_params, attr);
 
     attr->max_msg_length = SIZE_MAX;
@@ -482,26 +485,22 @@ static void ucp_rma_choose_query(const ucp_proto_query_params_t *params,
     ucs_snprintf_safe(attr->desc, sizeof(attr->desc),
                       "per message: rcache hit zcopy, else %s",
                       cpriv->have_model ?
-                      "bcopy or register+zcopy by measured cost" :
-                      "zcopy (no measured model)");
+                              "bcopy or register+zcopy by measured cost" :
+                              "zcopy (no measured model)");
 }
 
-ucp_proto_t ucp_put_choose_proto = {
-    .name     = "put/choose",
-    .desc     = NULL,
-    .flags    = 0,
-    .init     = ucp_rma_choose_init,
-    .query    = ucp_rma_choose_query,
-    .progress = {ucp_rma_choose_progress},
-    .abort    = ucp_rma_choose_abort
-};
+ucp_proto_t ucp_put_choose_proto = {.name     = "put/choose",
+                                    .desc     = NULL,
+                                    .flags    = 0,
+                                    .init     = ucp_rma_choose_init,
+                                    .query    = ucp_rma_choose_query,
+                                    .progress = {ucp_rma_choose_progress},
+                                    .abort    = ucp_rma_choose_abort};
 
-ucp_proto_t ucp_get_choose_proto = {
-    .name     = "get/choose",
-    .desc     = NULL,
-    .flags    = 0,
-    .init     = ucp_rma_choose_init,
-    .query    = ucp_rma_choose_query,
-    .progress = {ucp_rma_choose_progress},
-    .abort    = ucp_proto_request_bcopy_abort
-};
+ucp_proto_t ucp_get_choose_proto = {.name     = "get/choose",
+                                    .desc     = NULL,
+                                    .flags    = 0,
+                                    .init     = ucp_rma_choose_init,
+                                    .query    = ucp_rma_choose_query,
+                                    .progress = {ucp_rma_choose_progress},
+                                    .abort    = ucp_proto_request_bcopy_abort};

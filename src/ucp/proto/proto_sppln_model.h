@@ -1,0 +1,183 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifndef UCP_PROTO_SPPLN_MODEL_H_
+#define UCP_PROTO_SPPLN_MODEL_H_
+
+#include "proto_sppln_config.h"
+
+#include <ucp/core/ucp_types.h>
+#include <ucp/proto/proto.h>
+#include <ucs/calib/calib.h>
+#include <ucs/copy/copy_engine.h>
+
+
+/*
+ * The measured costs behind the staged protocols (rndv/sppln, put/choose,
+ * get/choose): the cost model of a lane's device, the choice of a path per
+ * message, the chunk schedule of the superpipeline, and the performance
+ * ranges the protocols report to UCX's selection. The protocols themselves
+ * are in rndv/rndv_sppln_*.c and rma/rma_choose.c, rma/rma_staged.c; the
+ * staging memory in proto_sppln_staging.c.
+ */
+
+
+/* Staging slots per transfer and side: triple buffering (the sender reuses
+ * a slot once the receiver acknowledged the chunk three before) */
+#define UCP_SPPLN_NUM_SLOTS 3
+
+/* Chunks are whole pages (but for a message's last) */
+#define UCP_SPPLN_CHUNK_ALIGN 4096
+
+/* Smallest sub-block the measured size is taken down to, and that a lane
+ * must be able to put (a configured sub-block size instead) */
+#define UCP_SPPLN_SUB_MIN (16 * UCS_KBYTE)
+
+/* The RTS carries the growth ratio in fixed point, 1/1024 steps */
+#define UCP_SPPLN_Q_WIRE_SCALE 1024.0
+
+/*
+ * Notify data of a sub-block put (UCT_PUT_NOTIFY_DATA_BITS bits), from the
+ * top: the receive transfer's index in the receiver's table, its generation
+ * (the pair is what the receiver handed the sender in the RTR), the slot,
+ * and the sub-block's index in the slot.
+ */
+#define UCP_SPPLN_SUB_BITS  8
+#define UCP_SPPLN_SLOT_BITS 2
+#define UCP_SPPLN_GEN_BITS  11
+#define UCP_SPPLN_RX_BITS   6
+
+/* Selection priorities (cfg_priority) of the staged protocols: one above
+ * those of the UCX protocols they take over from where both thresholds are
+ * reached, the rendezvous RTS (60, proto_rndv.c) and put/get offload zcopy
+ * (30, put_offload.c and get_offload.c) */
+#define UCP_PROTO_SPPLN_PRIORITY      61
+#define UCP_PROTO_RMA_CHOOSE_PRIORITY 31
+
+/* Receive transfers in flight per worker (and the most staging groups per
+ * side a worker may have) */
+#define UCP_SPPLN_MAX_GROUPS UCS_BIT(UCP_SPPLN_RX_BITS)
+
+
+/* The cost model of one lane's device and what the protocols derive from it
+ * (in a protocol's private data) */
+typedef struct {
+    ucs_calib_model_t model;
+    ucs_calib_derived_t derived;
+    int have_model;
+    size_t c0; /* first chunk of the superpipeline */
+    double q; /* its growth ratio */
+    size_t sub_size; /* bytes per notified put */
+    int copy_async; /* the copy engine stages the sender's
+                                         chunks, */
+    ucs_copy_backend_t copy_backend; /* with this backend */
+} ucp_sppln_lane_model_t;
+
+
+/* Where a transfer is in its chunk schedule: chunks C_0 * q^i of whole
+ * pages, at most a slot each. Both sides build it from the same parameters
+ * (the RTS carries them), so they agree on every chunk boundary. */
+typedef struct {
+    size_t length; /* message bytes */
+    size_t slot_size; /* largest chunk */
+    double q;
+    double next; /* the next chunk, as grown */
+    size_t offset; /* where the next chunk starts */
+    unsigned index; /* its number */
+} ucp_sppln_sched_t;
+
+
+/* A buffer staged once: the next send of it registers it (0: empty) */
+typedef struct {
+    uintptr_t address;
+    size_t length;
+} ucp_sppln_staged_t;
+
+
+/* Buffers staged once, forgotten when unmapped */
+#define UCP_SPPLN_STAGED_HASH 256
+
+typedef struct {
+    ucp_sppln_staged_t entry[UCP_SPPLN_STAGED_HASH];
+    int tracked; /* unmap events reach the table */
+} ucp_sppln_staged_table_t;
+
+
+extern const char *ucp_sppln_path_names[];
+extern const char *ucp_sppln_fresh_names[];
+
+
+/* Whether sub-blocks of sub_size bytes tile slots of slot_size bytes within
+ * the notify data's sub-block index */
+int ucp_sppln_geometry_valid(size_t slot_size, size_t sub_size);
+
+
+/* A transfer's schedule: fixed chunks of a slot for the bcopy path */
+void ucp_sppln_sched_init(ucp_sppln_sched_t *sched, size_t length,
+                          ucp_sppln_path_t path, size_t c0, double q,
+                          size_t slot_size);
+
+/* The next chunk: 1 with its offset and size, 0 past the last one */
+int ucp_sppln_sched_next(ucp_sppln_sched_t *sched, size_t *offset_p,
+                         size_t *size_p);
+
+/* The number of chunks of a schedule */
+unsigned ucp_sppln_sched_count(const ucp_sppln_sched_t *sched);
+
+/* The size of the chunk at offset (a chunk boundary) of a schedule */
+size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0, double q,
+                             size_t slot_size);
+
+
+/* The first chunk of a message of this length */
+size_t ucp_sppln_first_chunk(const ucp_sppln_config_t *config,
+                             const ucp_sppln_lane_model_t *lmodel,
+                             size_t length);
+
+
+/* Whether the staged protocols run on the transport of this resource */
+int ucp_sppln_lane_tl_enabled(ucp_context_h context, ucp_rsc_index_t rsc_index);
+
+
+/* The model of a lane's device (md name), and the schedule and copy engine
+ * use the settings and the model give; max_put: the lane's largest put */
+void ucp_sppln_lane_model_init(ucp_sppln_lane_model_t *lmodel,
+                               const ucp_sppln_config_t *config,
+                               const char *md_name, size_t max_put);
+
+
+/* Residency of a buffer, judged by its first page */
+ucs_calib_pages_t ucp_sppln_pages(const void *buffer);
+
+
+/* Whether UCP's registration cache holds the buffer registered already */
+int ucp_sppln_rcache_hit(ucp_context_h context, const void *buffer,
+                         size_t length);
+
+
+void ucp_sppln_staged_track(ucp_sppln_staged_table_t *table);
+
+void ucp_sppln_staged_untrack(ucp_sppln_staged_table_t *table);
+
+/* Whether this buffer was staged (copied) before; remembers it if not */
+int ucp_sppln_staged_before(ucp_sppln_staged_table_t *table, const void *buffer,
+                            size_t length);
+
+
+/* The path of a message: cached or sent before goes zero-copy, else the
+ * measured critical sizes decide */
+ucp_sppln_path_t ucp_sppln_choose(ucp_context_h context,
+                                  ucp_sppln_staged_table_t *staged,
+                                  const ucp_sppln_lane_model_t *lmodel,
+                                  const void *buffer, size_t length);
+
+
+/* The performance ranges of rndv/sppln from the model, for a buffer that is
+ * neither cached nor resident; ctrl_time: its control messages */
+void ucp_sppln_perf(const ucp_sppln_lane_model_t *lmodel,
+                    ucp_proto_caps_t *caps, double ctrl_time);
+
+#endif

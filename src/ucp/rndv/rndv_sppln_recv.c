@@ -1,0 +1,633 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "rndv_sppln.h"
+#include "proto_rndv.inl"
+
+#include <ucp/core/ucp_request.inl>
+#include <ucp/core/ucp_worker.inl>
+#include <ucp/dt/datatype_iter.inl>
+#include <ucp/proto/proto_common.inl>
+#include <uct/api/v2/uct_v2.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older C libraries lack it */
+#endif
+
+
+/*
+ * The receiver's side of rndv/sppln (see rndv_sppln.h): rndv/recv/sppln,
+ * which UCX's protocol selection finds for the receive operation of a
+ * staged RTS (UCP_OP_ID_RNDV_RECV_STAGED), as it finds its rendezvous
+ * receivers for the others. Two stages:
+ *  RTR - take a receive staging group (or wait for one) and an entry of the
+ *        worker's table of receive transfers, send the RTR;
+ *  ACK - send the ACKs the sub-block handler made owed; complete after the
+ *        last one. A failed transfer sends an error ACK instead, then
+ *        completes the receive with the error.
+ * Each sub-block is copied out to the user's buffer when its notification
+ * arrives, so completion never depends on the order in which bytes are
+ * placed.
+ */
+
+
+typedef struct {
+    ucp_lane_index_t lane; /* of the RTR and ACKs */
+} ucp_sppln_recv_priv_t;
+
+
+static ucs_status_t ucp_sppln_recv_ack_progress(uct_pending_req_t *self);
+
+
+/* The receive completes with this status, and the request goes */
+static void ucp_sppln_recv_complete(ucp_request_t *req, ucs_status_t status)
+{
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+    ucp_sppln_worker_t *sw = req->send.ep->worker->sppln;
+
+    ucp_trace_req(req, "rndv/sppln receive done: %s",
+                  ucs_status_string(status));
+    if (xfer != NULL) {
+        if (xfer->waiting) {
+            ucp_sppln_group_wait_cancel(sw, UCP_SPPLN_SIDE_RECV, &xfer->waiter);
+        }
+        if (xfer->recv.rx_index >= 0) {
+            ucp_sppln_rx_remove(sw, xfer->recv.rx_index);
+        }
+        if (xfer->group != NULL) {
+            ucp_sppln_group_put(sw, xfer->group);
+        }
+        ucs_mpool_put(xfer);
+        req->send.rndv.sppln_xfer = NULL;
+    }
+
+    if (req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) {
+        ucp_send_request_id_release(req);
+    }
+    ucp_datatype_iter_cleanup(&req->send.state.dt_iter, UCP_DT_MASK_ALL);
+    ucp_proto_rndv_recv_complete_status(req, status);
+}
+
+/* The transfer fails: the ACK stage tells the sender, then completes */
+static void ucp_sppln_recv_fail(ucp_request_t *req, ucs_status_t status)
+{
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+
+    if (xfer->status == UCS_INPROGRESS) {
+        xfer->status = status;
+    }
+    if (!xfer->pending && !xfer->waiting) {
+        ucp_proto_request_set_stage(req, UCP_PROTO_RNDV_SPPLN_STAGE_ACK);
+        ucp_request_send(req);
+    }
+}
+
+static void ucp_sppln_recv_kick(ucp_request_t *req)
+{
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+
+    if (!xfer->pending && !xfer->waiting) {
+        ucp_request_send(req);
+    }
+}
+
+static ucs_status_t
+ucp_sppln_recv_prepare_params(ucp_sppln_worker_t *sw, ucp_sppln_xfer_t *xfer,
+                              const void *params, size_t params_length,
+                              size_t length)
+{
+    ucp_sppln_rts_params_t *p = &xfer->recv.params;
+    ucp_sppln_recv_slot_t *slot;
+    unsigned s;
+
+    if (params_length < sizeof(*p)) {
+        ucs_error("rndv/sppln: an RTS with %zu bytes of parameters, "
+                  "expected %zu",
+                  params_length, sizeof(*p));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    memcpy(p, params, sizeof(*p));
+    if (p->slot_size > sw->slot_size) {
+        ucs_error("rndv/sppln: the sender's staging slots (%u bytes) are "
+                  "larger than ours (%zu); set the same "
+                  "UCX_RNDV_SPPLN_SLOT_SIZE on both sides",
+                  p->slot_size, sw->slot_size);
+        return UCS_ERR_UNSUPPORTED;
+    } else if (!ucp_sppln_geometry_valid(p->slot_size, p->sub_size) ||
+               (p->path == UCP_SPPLN_PATH_AUTO) ||
+               (p->path >= UCP_SPPLN_PATH_LAST)) {
+        ucs_error("rndv/sppln: an RTS with sub-blocks of %u bytes in slots "
+                  "of %u bytes, path %u",
+                  p->sub_size, p->slot_size, p->path);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    /* a chunk is at least a page and at most a slot, whatever C_0 and q
+     * the peer sent: the schedule ends */
+    ucp_sppln_sched_init(&xfer->sched, length, (ucp_sppln_path_t)p->path, p->c0,
+                         p->q_1024 / UCP_SPPLN_Q_WIRE_SCALE, p->slot_size);
+    xfer->n_chunks = ucp_sppln_sched_count(&xfer->sched);
+    xfer->path     = (ucp_sppln_path_t)p->path;
+    for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
+        slot = &xfer->recv.slot[s];
+        if (ucp_sppln_sched_next(&xfer->sched, &slot->offset, &slot->length)) {
+            slot->chunk = s;
+        }
+    }
+    return UCS_OK;
+}
+
+void ucp_proto_sppln_recv_prepare(ucp_worker_h worker, ucp_request_t *req,
+                                  const void *params, size_t params_length)
+{
+    ucp_request_t *rreq = ucp_request_get_super(req);
+    size_t length       = req->send.state.dt_iter.length;
+    ucp_sppln_worker_t *sw;
+    ucp_sppln_xfer_t *xfer;
+    ucs_status_t status;
+
+    req->send.rndv.sppln_xfer = NULL;
+    status                    = ucp_sppln_worker_state(worker, &sw);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    xfer = ucs_mpool_get(&sw->xfer_mp);
+    if (xfer == NULL) {
+        ucs_error("rndv/sppln: failed to allocate a receive transfer");
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
+    }
+
+    memset(xfer, 0, sizeof(*xfer));
+    xfer->req                 = req;
+    xfer->status              = UCS_INPROGRESS;
+    xfer->waiter.req          = req;
+    xfer->recv.rx_index       = -1;
+    req->send.rndv.sppln_xfer = xfer;
+
+    status = ucp_sppln_recv_prepare_params(sw, xfer, params, params_length,
+                                           length);
+    if (status != UCS_OK) {
+        xfer->status = status;
+        return;
+    }
+
+    ++sw->stats.received[xfer->path];
+    /* contiguous host memory whose first page nobody touched yet */
+    xfer->recv.fresh =
+            (req->send.state.dt_iter.dt_class == UCP_DATATYPE_CONTIG) &&
+            (req->send.state.dt_iter.mem_info.type == UCS_MEMORY_TYPE_HOST) &&
+            (ucp_sppln_pages(req->send.state.dt_iter.type.contig.buffer) ==
+             UCS_CALIB_PAGES_NONRESIDENT);
+    ucs_debug("rndv/sppln req %p: receive %zu bytes into %p, %u chunks%s%s",
+              req, length, rreq->recv.buffer, xfer->n_chunks,
+              xfer->recv.fresh ? ", untouched pages: copy out with " : "",
+              xfer->recv.fresh ? ucp_sppln_fresh_names[sw->fresh_copy] : "");
+    return;
+
+err:
+    /* no transfer state: the protocol tells the sender with the status the
+     * receive request keeps */
+    rreq->status = status;
+}
+
+static size_t ucp_sppln_rtr_pack(void *dest, void *arg)
+{
+    ucp_request_t *req       = arg;
+    ucp_sppln_xfer_t *xfer   = req->send.rndv.sppln_xfer;
+    ucp_sppln_worker_t *sw   = req->send.ep->worker->sppln;
+    ucp_sppln_rtr_hdr_t *rtr = dest;
+
+    rtr->sreq_id   = req->send.rndv.remote_req_id;
+    rtr->ep_id     = ucp_ep_local_id(req->send.ep);
+    rtr->rreq_id   = ucp_send_request_get_id(req);
+    rtr->slot_addr = (uintptr_t)ucp_sppln_group_slot(sw, xfer->group, 0);
+    rtr->slot_size = sw->slot_size;
+    rtr->rx_tag = ucp_sppln_rx_tag(xfer->recv.rx_index, xfer->recv.generation);
+    if (ucp_sppln_fault_pending(UCP_SPPLN_FAULT_SHORT_RTR)) {
+        return sizeof(*rtr);
+    }
+    memcpy(rtr + 1, xfer->group->rkey_buf, xfer->group->rkey_size);
+    return sizeof(*rtr) + xfer->group->rkey_size;
+}
+
+static size_t ucp_sppln_ack_pack(void *dest, void *arg)
+{
+    ucp_request_t *req       = arg;
+    ucp_sppln_xfer_t *xfer   = req->send.rndv.sppln_xfer;
+    ucp_sppln_ack_hdr_t *ack = dest;
+
+    ack->sreq_id = req->send.rndv.remote_req_id;
+    ack->ep_id   = ucp_ep_local_id(req->send.ep);
+    if (xfer == NULL) {
+        /* no transfer state: its failure is the receive request's */
+        ack->chunk  = 0;
+        ack->status = ucp_request_get_super(req)->status;
+        return sizeof(*ack);
+    }
+
+    ack->chunk  = xfer->recv.acks_sent;
+    ack->status = (xfer->status == UCS_INPROGRESS) ? UCS_OK : xfer->status;
+    if (ucp_sppln_fault_pending(UCP_SPPLN_FAULT_ACK_AHEAD)) {
+        ++ack->chunk;
+    }
+    return sizeof(*ack);
+}
+
+/* Send one control message; NO_RESOURCE leaves the request pending on the
+ * lane */
+static ucs_status_t
+ucp_sppln_recv_send_ctrl(ucp_request_t *req, ucp_am_id_t am_id,
+                         uct_pack_callback_t pack, size_t max_size)
+{
+    const ucp_sppln_recv_priv_t *rpriv = req->send.proto_config->priv;
+    ucp_sppln_xfer_t *xfer             = req->send.rndv.sppln_xfer;
+    ucs_status_t status;
+
+    status = ucp_proto_am_bcopy_single_send(req, am_id, rpriv->lane, pack, req,
+                                            max_size);
+    if ((status == UCS_ERR_NO_RESOURCE) && (xfer != NULL)) {
+        req->send.lane = rpriv->lane;
+        xfer->pending  = 1;
+    } else if (status == UCS_OK) {
+        ucp_sppln_fault_sent((am_id == UCP_AM_ID_RNDV_SPPLN_RTR) ?
+                                     UCP_SPPLN_FAULT_SHORT_RTR :
+                                     UCP_SPPLN_FAULT_ACK_AHEAD);
+    }
+    return status;
+}
+
+/* Stage RTR: a receive group and a table entry, then the RTR */
+static ucs_status_t ucp_sppln_recv_rtr_progress(uct_pending_req_t *self)
+{
+    ucp_request_t *req     = ucs_container_of(self, ucp_request_t, send.uct);
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+    ucp_sppln_worker_t *sw = req->send.ep->worker->sppln;
+    ucs_status_t status;
+
+    if ((xfer == NULL) || (xfer->status != UCS_INPROGRESS)) {
+        /* the RTS could not be taken: tell the sender */
+        ucp_proto_request_set_stage(req, UCP_PROTO_RNDV_SPPLN_STAGE_ACK);
+        return ucp_sppln_recv_ack_progress(self);
+    }
+
+    xfer->pending = 0;
+    xfer->waiting = 0;
+    if (xfer->group == NULL) {
+        xfer->group = ucp_sppln_group_get(sw, UCP_SPPLN_SIDE_RECV, &status);
+        if (xfer->group == NULL) {
+            if (status == UCS_INPROGRESS) {
+                xfer->waiting = 1;
+                ucp_sppln_group_wait(sw, UCP_SPPLN_SIDE_RECV, &xfer->waiter);
+                return UCS_OK;
+            }
+            ucp_sppln_recv_fail(req, status);
+            return UCS_OK;
+        }
+    }
+
+    if (xfer->recv.rx_index < 0) {
+        /* a transfer holds its group: no more transfers than groups, and no
+         * more groups than entries */
+        xfer->recv.rx_index = ucp_sppln_rx_add(sw, xfer,
+                                               &xfer->recv.generation);
+        if (xfer->recv.rx_index < 0) {
+            ucs_error("rndv/sppln req %p: no free receive entry", req);
+            ucp_sppln_recv_fail(req, UCS_ERR_NO_RESOURCE);
+            return UCS_OK;
+        }
+        ucp_send_request_id_alloc(req);
+        req->flags |= UCP_REQUEST_FLAG_PROTO_INITIALIZED;
+    }
+
+    status = ucp_sppln_recv_send_ctrl(req, UCP_AM_ID_RNDV_SPPLN_RTR,
+                                      ucp_sppln_rtr_pack,
+                                      sizeof(ucp_sppln_rtr_hdr_t) +
+                                              xfer->group->rkey_size);
+    if (status == UCS_ERR_NO_RESOURCE) {
+        return status;
+    } else if (status != UCS_OK) {
+        ucp_sppln_recv_complete(req, status);
+        return UCS_OK;
+    }
+
+    if (ucp_sppln_fault_take(UCP_SPPLN_FAULT_DUP_RTR)) {
+        (void)ucp_sppln_recv_send_ctrl(req, UCP_AM_ID_RNDV_SPPLN_RTR,
+                                       ucp_sppln_rtr_pack,
+                                       sizeof(ucp_sppln_rtr_hdr_t) +
+                                               xfer->group->rkey_size);
+    }
+
+    /* the sub-block handler sends the request again when an ACK is owed */
+    ucp_proto_request_set_stage(req, UCP_PROTO_RNDV_SPPLN_STAGE_ACK);
+    return UCS_OK;
+}
+
+/* Stage ACK: the ACKs owed, or the error ACK; complete after the last */
+static ucs_status_t ucp_sppln_recv_ack_progress(uct_pending_req_t *self)
+{
+    ucp_request_t *req     = ucs_container_of(self, ucp_request_t, send.uct);
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+    ucs_status_t status;
+
+    if ((xfer == NULL) || (xfer->status != UCS_INPROGRESS)) {
+        status = ucp_sppln_recv_send_ctrl(req, UCP_AM_ID_RNDV_SPPLN_ACK,
+                                          ucp_sppln_ack_pack,
+                                          sizeof(ucp_sppln_ack_hdr_t));
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return status;
+        }
+        ucp_sppln_recv_complete(req,
+                                (xfer == NULL) ?
+                                        ucp_request_get_super(req)->status :
+                                        xfer->status);
+        return UCS_OK;
+    }
+
+    xfer->pending = 0;
+    while (xfer->recv.acks_sent < xfer->recv.acks) {
+        status = ucp_sppln_recv_send_ctrl(req, UCP_AM_ID_RNDV_SPPLN_ACK,
+                                          ucp_sppln_ack_pack,
+                                          sizeof(ucp_sppln_ack_hdr_t));
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return status;
+        } else if (status != UCS_OK) {
+            ucp_sppln_recv_complete(req, status);
+            return UCS_OK;
+        }
+        if (ucp_sppln_fault_take(UCP_SPPLN_FAULT_DUP_ACK)) {
+            (void)ucp_sppln_recv_send_ctrl(req, UCP_AM_ID_RNDV_SPPLN_ACK,
+                                           ucp_sppln_ack_pack,
+                                           sizeof(ucp_sppln_ack_hdr_t));
+        }
+        ++xfer->recv.acks_sent;
+    }
+
+    if (xfer->recv.acks_sent == xfer->n_chunks) {
+        ucs_assert(xfer->recv.received == req->send.state.dt_iter.length);
+        ucp_sppln_recv_complete(req, ucp_request_get_super(req)->status);
+    }
+    return UCS_OK;
+}
+
+static void ucp_sppln_recv_abort(ucp_request_t *req, ucs_status_t status)
+{
+    /* no operation of its own is in flight: its control messages are
+     * copies; a purged pending queue let go of it already */
+    ucp_sppln_recv_complete(req, status);
+}
+
+/*
+ * Copy one sub-block into a destination whose pages were not resident when
+ * the transfer started. memcpy would take a page fault per page, which a
+ * hypervisor that backs a page at its first use makes cost ten microseconds
+ * and more; the kernel faults pages in without a trap per page when it
+ * writes them itself, as it does for a zero-copy receive. Returns 1 when
+ * the sub-block is copied, 0 when the caller copies it.
+ */
+static int ucp_sppln_recv_copy_fresh(ucp_request_t *req, size_t offset,
+                                     const void *src, size_t length)
+{
+    ucp_sppln_worker_t *sw = req->send.ep->worker->sppln;
+    size_t page            = ucs_get_page_size();
+    struct iovec local, remote;
+    uintptr_t start, end;
+    ssize_t ret;
+    void *dst;
+    int err;
+
+    dst = UCS_PTR_BYTE_OFFSET(req->send.state.dt_iter.type.contig.buffer,
+                              offset);
+    if (sw->fresh_copy == UCP_SPPLN_FRESH_KCOPY) {
+        local.iov_base  = (void *)src;
+        local.iov_len   = length;
+        remote.iov_base = dst;
+        remote.iov_len  = length;
+        ret             = process_vm_writev(getpid(), &local, 1, &remote, 1, 0);
+        if (ret == (ssize_t)length) {
+            ++sw->stats.fresh[UCP_SPPLN_FRESH_KCOPY];
+            return 1;
+        }
+        /* a short copy stopped at a page it could not fault in */
+        err = (ret < 0) ? errno : EFAULT;
+        ucs_debug("rndv/sppln req %p: process_vm_writev(%p, %zu) failed: %s",
+                  req, dst, length, strerror(err));
+        if ((err != EPERM) && (err != ENOSYS)) {
+            /* a bad buffer, which memcpy reports as usual */
+            ++sw->stats.fresh[UCP_SPPLN_FRESH_FAULT];
+            return 0;
+        }
+        /* not allowed here (seccomp, no cross-memory attach) */
+        sw->fresh_copy = UCP_SPPLN_FRESH_POPULATE;
+    }
+
+    if (sw->fresh_copy == UCP_SPPLN_FRESH_POPULATE) {
+        start = ucs_align_down((uintptr_t)dst, page);
+        end   = ucs_align_up((uintptr_t)dst + length, page);
+        if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) == 0) {
+            ++sw->stats.fresh[UCP_SPPLN_FRESH_POPULATE];
+            return 0;
+        }
+        err = errno;
+        ucs_debug("rndv/sppln req %p: madvise(MADV_POPULATE_WRITE, %p, %zu) "
+                  "failed: %s",
+                  req, (void *)start, end - start, strerror(err));
+        if (err == EINVAL) {
+            /* a kernel before 5.14 */
+            sw->fresh_copy = UCP_SPPLN_FRESH_FAULT;
+        }
+    }
+
+    ++sw->stats.fresh[UCP_SPPLN_FRESH_FAULT];
+    return 0;
+}
+
+/* A chunk is consumed: its slot takes the chunk three later, and the
+ * sender learns that it may put there */
+static void
+ucp_sppln_recv_chunk_done(ucp_sppln_xfer_t *xfer, ucp_sppln_recv_slot_t *slot)
+{
+    size_t offset, length;
+
+    ++xfer->recv.acks;
+    memset(slot->seen, 0, sizeof(slot->seen));
+    slot->filled = 0;
+    if (ucp_sppln_sched_next(&xfer->sched, &offset, &length)) {
+        slot->offset = offset;
+        slot->length = length;
+        slot->chunk += UCP_SPPLN_NUM_SLOTS;
+    } else {
+        slot->length = 0; /* no chunk left for it */
+    }
+    ucp_sppln_recv_kick(xfer->req);
+}
+
+static ucs_status_t
+ucp_sppln_handle_data(void *arg, void *data, size_t length, unsigned flags)
+{
+    ucp_worker_h worker            = arg;
+    ucp_sppln_worker_t *sw         = worker->sppln;
+    const uct_put_notify_hdr_t *nh = data;
+    unsigned index, generation, s, sub;
+    ucp_sppln_recv_slot_t *slot;
+    size_t offset, sub_size;
+    ucp_sppln_xfer_t *xfer;
+    ucs_status_t status;
+    ucp_request_t *req;
+    const void *src;
+    uint64_t bit;
+
+    if (length < sizeof(*nh)) {
+        ucs_error("rndv/sppln: dropped a sub-block notification of %zu "
+                  "bytes",
+                  length);
+        return UCS_OK;
+    }
+
+    sub = nh->notify_data & UCS_MASK(UCP_SPPLN_SUB_BITS);
+    s = (nh->notify_data >> UCP_SPPLN_SUB_BITS) & UCS_MASK(UCP_SPPLN_SLOT_BITS);
+    generation = (nh->notify_data >>
+                  (UCP_SPPLN_SUB_BITS + UCP_SPPLN_SLOT_BITS)) &
+                 UCS_MASK(UCP_SPPLN_GEN_BITS);
+    index = nh->notify_data >>
+            (UCP_SPPLN_SUB_BITS + UCP_SPPLN_SLOT_BITS + UCP_SPPLN_GEN_BITS);
+    xfer = (sw == NULL) ? NULL : ucp_sppln_rx_find(sw, index, generation);
+    if ((xfer == NULL) || (xfer->status != UCS_INPROGRESS)) {
+        /* an earlier transfer's, or a peer's that holds an old staging
+         * rkey: it cannot count for the transfer that holds the entry now */
+        ucs_diag("rndv/sppln: dropped a sub-block for entry %u generation "
+                 "%u, which names no receive in progress",
+                 index, generation);
+        return UCS_OK;
+    }
+    req = xfer->req;
+
+    /* an active message carries the receiver's request id too */
+    if ((length >= sizeof(ucp_sppln_data_hdr_t)) &&
+        (((const ucp_sppln_data_hdr_t *)data)->rreq_id !=
+         ucp_send_request_get_id(req))) {
+        ucs_error("rndv/sppln req %p: a sub-block for request 0x%" PRIx64
+                  " in its entry",
+                  req, ((const ucp_sppln_data_hdr_t *)data)->rreq_id);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    /* every sub-block of the schedule exactly once, with the length the
+     * schedule gives it: the chunk is complete when its bytes add up, so a
+     * short, long or repeated one would leave a hole behind a
+     * complete-looking chunk */
+    sub_size = xfer->recv.params.sub_size;
+    slot     = &xfer->recv.slot[ucs_min(s, UCP_SPPLN_NUM_SLOTS - 1)];
+    offset   = (size_t)sub * sub_size;
+    if ((s >= UCP_SPPLN_NUM_SLOTS) || (offset >= slot->length) ||
+        (nh->length != ucs_min(sub_size, slot->length - offset))) {
+        ucs_error("rndv/sppln req %p: sub-block %u of %u bytes does not fit "
+                  "slot %u (chunk %u of %zu bytes in sub-blocks of %zu)",
+                  req, sub, nh->length, s, slot->chunk, slot->length, sub_size);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+
+    bit = UCS_BIT(sub % 64);
+    if (slot->seen[sub / 64] & bit) {
+        ucs_error("rndv/sppln req %p: sub-block %u of chunk %u arrived twice",
+                  req, sub, slot->chunk);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+    slot->seen[sub / 64] |= bit;
+
+    src = UCS_PTR_BYTE_OFFSET(ucp_sppln_group_slot(sw, xfer->group, s), offset);
+    offset += slot->offset;
+    if (!xfer->recv.fresh ||
+        !ucp_sppln_recv_copy_fresh(req, offset, src, nh->length)) {
+        status = ucp_datatype_iter_unpack(&req->send.state.dt_iter, worker,
+                                          nh->length, offset, src);
+        if (status != UCS_OK) {
+            goto err;
+        }
+    }
+
+    xfer->recv.received += nh->length;
+    slot->filled += nh->length;
+    if (slot->filled == slot->length) {
+        ucp_sppln_recv_chunk_done(xfer, slot);
+    }
+    return UCS_OK;
+
+err:
+    ucp_sppln_recv_fail(req, status);
+    return UCS_OK;
+}
+
+static ucs_status_t
+ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
+{
+    ucp_sppln_recv_priv_t *rpriv = init_params->priv;
+    ucp_proto_caps_t *caps       = init_params->caps;
+
+    if (init_params->select_param->op_id != UCP_OP_ID_RNDV_RECV_STAGED) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    /* whatever this worker's own settings: the sender chose to stage */
+    rpriv->lane = init_params->ep_config_key->am_lane;
+    if (rpriv->lane == UCP_NULL_LANE) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    caps->cfg_thresh                                 = UCS_MEMUNITS_AUTO;
+    caps->cfg_priority                               = 0;
+    caps->min_length                                 = 0;
+    caps->num_ranges                                 = 1;
+    caps->ranges[0].name                             = "copy out";
+    caps->ranges[0].max_length                       = SIZE_MAX;
+    caps->ranges[0].perf[UCP_PROTO_PERF_TYPE_SINGLE] = ucs_linear_func_make(
+            0, 1.0 / init_params->worker->context->config.ext.bcopy_bw);
+    caps->ranges[0].perf[UCP_PROTO_PERF_TYPE_MULTI] =
+            caps->ranges[0].perf[UCP_PROTO_PERF_TYPE_SINGLE];
+    *init_params->priv_size = sizeof(*rpriv);
+    return UCS_OK;
+}
+
+static void ucp_sppln_recv_query(const ucp_proto_query_params_t *params,
+                                 ucp_proto_query_attr_t *attr)
+{
+    attr->max_msg_length = SIZE_MAX;
+    attr->is_estimation  = 0;
+    ucs_strncpy_safe(attr->desc, "copy out of staging slots",
+                     sizeof(attr->desc));
+    ucs_strncpy_safe(attr->config, "", sizeof(attr->config));
+}
+
+ucp_proto_t ucp_rndv_recv_sppln_proto = {
+        .name  = "rndv/recv/sppln",
+        .desc  = NULL,
+        .flags = 0,
+        .init  = ucp_sppln_recv_init,
+        .query = ucp_sppln_recv_query,
+        .progress =
+                {
+                        [UCP_PROTO_RNDV_SPPLN_STAGE_RTR] =
+                                ucp_sppln_recv_rtr_progress,
+                        [UCP_PROTO_RNDV_SPPLN_STAGE_ACK] =
+                                ucp_sppln_recv_ack_progress,
+                },
+        .abort = ucp_sppln_recv_abort};
+
+UCP_DEFINE_AM(UCP_FEATURE_TAG | UCP_FEATURE_AM, UCP_AM_ID_RNDV_SPPLN_DATA,
+              ucp_sppln_handle_data, NULL, 0);

@@ -44,6 +44,14 @@
  * order (one RC QP) and are taken in order: a record that does not fit
  * before the end of the ring starts again at 0, and the target, seeing a
  * position behind its own, knows the rest was skipped.
+ *
+ * A ring belongs to the worker, not to a window: every record names its
+ * window, which the target checks on arrival as it does an active
+ * message's, so a ring per window would pin memory per window and cost a
+ * lease round trip before the first put to each new window, and keep no
+ * peer from anything. An endpoint gets one ring, however often it asks, and
+ * the worker at most UCX_RVMA_MAX_RINGS; an initiator refused one puts by
+ * active message.
  */
 
 

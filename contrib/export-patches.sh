@@ -37,6 +37,7 @@ series=(
     "0003-ucs-mpool-bounded-grow-errors.patch:"
     "0004-ucp-proto-reconfig-replay.patch:"
     "0005-ucp-wireup-cm-any-device.patch:"
+    "0007-ucp-proto-peer-failure.patch:"
     "0001-uct-api-put-notify.patch:"
     "0009-ucs-config-field-types.patch:ucs/config"
     "0006-ucs-rcache-is-cached.patch:"

@@ -1077,12 +1077,15 @@ TH_TEST(sppln, schedule_chunks)
 #define SPPLN_FAULT_SHORT_RTR (1u << 3)
 #define SPPLN_FAULT_DUP_ACK   (1u << 4)
 #define SPPLN_FAULT_ACK_AHEAD (1u << 5)
+#define SPPLN_FAULT_FOREIGN   (1u << 6)
 
 void ucp_proto_sppln_test_fault(unsigned faults);
 
 typedef struct {
     unsigned fault;
     int faulty; /* rank that breaks the protocol: 0 sends, 1 receives */
+    int harmless; /* the other rank drops what is broken and the transfer
+                      completes whole */
 } sppln_fault_arg_t;
 
 /* Rank 0 sends one message of several chunks to rank 1 through staging;
@@ -1125,6 +1128,16 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     }
     TH_ASSERT(!UCS_PTR_IS_ERR(req) && (req != NULL));
 
+    if (arg->harmless) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+        if (rank == 1) {
+            TH_CHECK_PATTERN(buf, size, 77);
+        }
+        th_ucp_flush_barrier(&ucp, oob);
+        fflush(stdout);
+        _exit(0);
+    }
+
     if (rank != arg->faulty) {
         status = th_ucp_wait(&ucp, req, 60.0);
         th_log("rank %d detected the fault: %s", rank,
@@ -1155,7 +1168,7 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 #define SPPLN_FAULT_TEST(_name, _fault, _faulty)                               \
     TH_TEST_TIMEOUT(sppln, peer_##_name, 120)                                  \
     {                                                                          \
-        sppln_fault_arg_t arg = {_fault, _faulty};                             \
+        sppln_fault_arg_t arg = {_fault, _faulty, 0};                          \
         setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);                     \
         th_run_procs(2, sppln_fault_rank, &arg);                               \
     }
@@ -1168,6 +1181,18 @@ SPPLN_FAULT_TEST(second_rtr, SPPLN_FAULT_DUP_RTR, 1)
 SPPLN_FAULT_TEST(rtr_without_rkey, SPPLN_FAULT_SHORT_RTR, 1)
 SPPLN_FAULT_TEST(duplicate_ack, SPPLN_FAULT_DUP_ACK, 1)
 SPPLN_FAULT_TEST(ack_out_of_order, SPPLN_FAULT_ACK_AHEAD, 1)
+
+/* a sub-block notification that names another generation of the
+ * receiver's entry (an earlier transfer's, or a peer's that kept an old
+ * rkey) before the real one: dropped, it counts for nothing, and the
+ * transfer completes whole */
+TH_TEST_TIMEOUT(sppln, peer_foreign_notification, 120)
+{
+    sppln_fault_arg_t arg = {SPPLN_FAULT_FOREIGN, 0, 1};
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, sppln_fault_rank, &arg);
+}
 
 /* ---- truncation: a receive smaller than the message -------------------- */
 

@@ -1020,9 +1020,12 @@ ucp_sppln_send_init(const ucp_proto_init_params_t *init_params, int am)
      * rendezvous round trip: from there on a staged first send hides its
      * first copy in the round trip a rendezvous costs anyway; but no less
      * than the smallest sub-block, below which eager protocols, with no
-     * round trip, stay. */
+     * round trip, stay. A UCX_RNDV_THRESH the user set says where any
+     * rendezvous starts, this one too (inf: eager protocols only). */
     if (config->thresh != UCS_MEMUNITS_AUTO) {
         thresh = config->thresh;
+    } else if (context->config.ext.rndv_thresh != UCS_MEMUNITS_AUTO) {
+        thresh = context->config.ext.rndv_thresh;
     } else if (spriv->lmodel.have_model) {
         thresh = ucs_max(spriv->lmodel.derived.sp_c0, UCP_SPPLN_SUB_MIN);
         thresh = ucs_min(thresh, config->slot_size);

@@ -24,24 +24,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PT_SIZE      (1024 * 1024)
-#define PT_PAGES     (PT_SIZE / 4096)
-#define PT_ITERS     20
-#define PT_WINDOW    4   /* outstanding operations: a ring of 5 buffers,
-                            each used 4 times in PT_ITERS */
-#define PT_TIMEOUT   120 /* seconds, for one run of both processes */
+#define PT_SIZE  (1024 * 1024)
+#define PT_PAGES (PT_SIZE / 4096)
+#define PT_ITERS 20
+/* outstanding operations: a ring of 5 buffers, each used 4 times */
+#define PT_WINDOW 4
+#define PT_TIMEOUT 120 /* seconds, for one run of both processes */
 
 typedef struct {
-    int    rc;          /* exit code, or 128 + signal */
-    long   minflt;      /* minor page faults of the process */
-    long   maxrss;      /* its peak resident memory, KiB */
-    char   *out;        /* its output (malloc'ed) */
+    int rc; /* exit code, or 128 + signal */
+    long minflt; /* minor page faults of the process */
+    long maxrss; /* its peak resident memory, KiB */
+    char *out; /* its output (malloc'ed) */
 } pt_side_t;
 
 typedef struct {
-    pt_side_t server;   /* ucx_perftest without a peer name */
-    pt_side_t client;   /* ... with one: the side that initiates */
-    double    avg_us;   /* the client's average time per iteration */
+    pt_side_t server; /* ucx_perftest without a peer name */
+    pt_side_t client; /* ... with one: the side that initiates */
+    double avg_us; /* the client's average time per iteration */
 } pt_run_t;
 
 static pid_t pt_spawn(const char *cmd, const char *out_path)
@@ -56,7 +56,7 @@ static pid_t pt_spawn(const char *cmd, const char *out_path)
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execl("/bin/sh", "sh", "-c", cmd, (char*)NULL);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -166,11 +166,10 @@ static void pt_run(const char *env, const char *args, pt_run_t *run)
     }
 
     th_log("client exit %d, %ld faults, %ld KiB, avg %.1f us; server exit "
-           "%d, %ld faults, %ld KiB", run->client.rc, run->client.minflt,
-           run->client.maxrss, run->avg_us, run->server.rc,
-           run->server.minflt, run->server.maxrss);
-    if ((run->client.rc != 0) || (run->server.rc != 0) ||
-        (run->avg_us < 0)) {
+           "%d, %ld faults, %ld KiB",
+           run->client.rc, run->client.minflt, run->client.maxrss, run->avg_us,
+           run->server.rc, run->server.minflt, run->server.maxrss);
+    if ((run->client.rc != 0) || (run->server.rc != 0) || (run->avg_us < 0)) {
         TH_FAIL("ucx_perftest failed:\nclient: %.2000s\nserver: %.2000s",
                 run->client.out, run->server.out);
     }
@@ -187,21 +186,22 @@ static void pt_free(pt_run_t *run)
  * whose memory is written must come to about a page per page of message
  * per iteration (the first iteration of the reused run takes some too)
  */
-static void pt_fresh_faults(const char *test, int client_writes,
-                            int server_writes)
+static void
+pt_fresh_faults(const char *test, int client_writes, int server_writes)
 {
     const long expected = (long)PT_ITERS * PT_PAGES * 8 / 10;
     pt_run_t reuse, fresh;
     char args[256];
 
-    snprintf(args, sizeof(args), "-t %s -s %d -n %d -w 0 -O %d", test,
-             PT_SIZE, PT_ITERS, PT_WINDOW);
+    snprintf(args, sizeof(args), "-t %s -s %d -n %d -w 0 -O %d", test, PT_SIZE,
+             PT_ITERS, PT_WINDOW);
     pt_run("UCX_TLS=tcp", args, &reuse);
     strcat(args, " -F");
     pt_run("UCX_TLS=tcp", args, &fresh);
 
     th_log("extra faults with -F: client %ld, server %ld (a written side "
-           "needs %ld)", fresh.client.minflt - reuse.client.minflt,
+           "needs %ld)",
+           fresh.client.minflt - reuse.client.minflt,
            fresh.server.minflt - reuse.server.minflt, expected);
     if (client_writes) {
         TH_ASSERT_GE(fresh.client.minflt - reuse.client.minflt, expected);
@@ -285,8 +285,8 @@ TH_TEST_TIMEOUT(perftest, fresh_registers_rc_v, 300)
 
     snprintf(env, sizeof(env), "UCX_TLS=rc_v SOFTVERBS_REG_COST_US=%d",
              PT_REG_COST_US);
-    snprintf(args, sizeof(args), "-t tag_bw -s %d -n 40 -w 0 -O %d",
-             PT_SIZE, PT_WINDOW);
+    snprintf(args, sizeof(args), "-t tag_bw -s %d -n 40 -w 0 -O %d", PT_SIZE,
+             PT_WINDOW);
     pt_run(env, args, &reuse);
     strcat(args, " -F");
     pt_run(env, args, &fresh);
@@ -303,20 +303,24 @@ TH_TEST(perftest, fresh_refused)
     static const struct {
         const char *args;
         const char *message;
-    } cases[] = {
-        {"-t ucp_am_bw", "fresh memory needs a UCP tag, stream, put or get"},
-        {"-t ucp_add", "fresh memory needs a UCP tag, stream, put or get"},
-        {"-t tag_bw -z", "fresh memory needs buffers without a pre-registered"},
-        {"-t tag_bw -D iov,iov", "fresh memory needs the contig datatype"},
-        {"-t put_bw -x tcp -d lo", "fresh memory needs a UCP tag"}
-    };
+    } cases[] = {{"-t ucp_am_bw",
+                  "fresh memory needs a UCP tag, stream, put or get"},
+                 {"-t ucp_add",
+                  "fresh memory needs a UCP tag, stream, put or get"},
+                 {"-t tag_bw -z",
+                  "fresh memory needs buffers without a pre-registered"},
+                 {"-t tag_bw -D iov,iov",
+                  "fresh memory needs the contig datatype"},
+                 {"-t put_bw -x tcp -d lo", "fresh memory needs a UCP tag"}};
     char *out;
     unsigned i;
     int rc;
 
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
-        rc = th_run_cmd(&out, "UCX_TLS=tcp timeout 60 %s/bin/ucx_perftest "
-                        "-l -F %s 2>&1", th_prefix(), cases[i].args);
+        rc = th_run_cmd(&out,
+                        "UCX_TLS=tcp timeout 60 %s/bin/ucx_perftest "
+                        "-l -F %s 2>&1",
+                        th_prefix(), cases[i].args);
         th_log("exit %d: %s", rc,
                (strstr(out, "fresh") != NULL) ? strstr(out, "fresh") : out);
         TH_ASSERT_NE(rc, 0);

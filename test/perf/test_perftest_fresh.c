@@ -28,7 +28,7 @@
 #define PT_PAGES (PT_SIZE / 4096)
 #define PT_ITERS 20
 /* outstanding operations: a ring of 5 buffers, each used 4 times */
-#define PT_WINDOW 4
+#define PT_WINDOW  4
 #define PT_TIMEOUT 120 /* seconds, for one run of both processes */
 
 typedef struct {

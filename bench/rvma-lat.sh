@@ -9,8 +9,8 @@
 # fabric's floors without UCX (perftest's send/write latencies, and
 # bench/verbs-notify-lat.c: a write with immediate whose target polls its
 # CQ against a write whose target polls its last byte). Each run goes
-# twice, with the hcr fast path (UCX_HCR_RVMA_FAST=y, the default: one
-# write-with-immediate per put, of the data up to UCX_HCR_RVMA_FAST_MAX and
+# twice, with the hcr fast path (UCX_RVMA_FAST=y, the default: one
+# write-with-immediate per put, of the data up to UCX_RVMA_FAST_MAX and
 # above it of a record the target reads the data by) and without it
 # (=n: the active message path every transport has). RUNS runs
 # (default 5); the table shows medians and the ratios the issue's goals
@@ -27,10 +27,10 @@ r=1
 tries=0
 while [ "$r" -le "$RUNS" ]; do
     # shellcheck disable=SC2086
-    if env $env_run UCX_HCR_RVMA_FAST=y timeout 300 "$tmp/rvma-lat" \
+    if env $env_run UCX_RVMA_FAST=y timeout 300 "$tmp/rvma-lat" \
            -n 1000 -m 20000 -p 4 > "$tmp/run.$r" &&
        [ "$(grep -c '^rate' "$tmp/run.$r")" = 2 ] &&
-       env $env_run UCX_HCR_RVMA_FAST=n timeout 300 "$tmp/rvma-lat" \
+       env $env_run UCX_RVMA_FAST=n timeout 300 "$tmp/rvma-lat" \
            -n 1000 -m 20000 -p 4 > "$tmp/am.$r" &&
        [ "$(grep -c '^rate' "$tmp/am.$r")" = 2 ]; then
         r=$((r + 1))
@@ -106,7 +106,7 @@ print(f"# UCX_TLS={tls}: time until the target knows the data is there, us,"
       f" median of {runs} runs (each the median of 1000 ping-pongs)")
 print("# rvma: fast path on (hcr: one write-with-immediate; the data copied"
       " through the ring up to FAST_MAX, read by the target above it);"
-      " rvma-am: UCX_HCR_RVMA_FAST=n")
+      " rvma-am: UCX_RVMA_FAST=n")
 print("%-7s %8s %8s %8s %8s %10s %10s" % ("size", "rvma", "rvma-am", "flush",
                                           "poll", "rvma/flush", "rvma/poll"))
 for s in sorted(med):

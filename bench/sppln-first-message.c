@@ -22,8 +22,7 @@ static double one(int sender, void *buf, size_t size)
         wait_req(ucp_tag_send_nbx(ep, buf, size, 1, &param));
         wait_req(ucp_tag_recv_nbx(worker, &ack, 1, 2, (ucp_tag_t)-1, &param));
     } else {
-        wait_req(ucp_tag_recv_nbx(worker, buf, size, 1, (ucp_tag_t)-1,
-                                  &param));
+        wait_req(ucp_tag_recv_nbx(worker, buf, size, 1, (ucp_tag_t)-1, &param));
         wait_req(ucp_tag_send_nbx(ep, &ack, 1, 2, &param));
     }
     return now() - t0;
@@ -32,15 +31,19 @@ static double one(int sender, void *buf, size_t size)
 int main(int argc, char **argv)
 {
     size_t size = 1024 * 1024;
-    int n = 10, c, i, parent;
+    int n       = 10, c, i, parent;
     double t[64], first;
     void *buf;
     pid_t pid;
 
     while ((c = getopt(argc, argv, "s:m:")) != -1) {
         switch (c) {
-        case 's': size = strtoul(optarg, NULL, 0); break;
-        case 'm': n = atoi(optarg); break;
+        case 's':
+            size = strtoul(optarg, NULL, 0);
+            break;
+        case 'm':
+            n = atoi(optarg);
+            break;
         default:
             fprintf(stderr, "usage: %s [-s size] [-m messages]\n", argv[0]);
             return 2;
@@ -63,7 +66,8 @@ int main(int argc, char **argv)
 
     if (parent) {
         first = t[0];
-        printf("%zu %.1f %.1f\n", size, first * 1e6, median(t + 1, n - 1) * 1e6);
+        printf("%zu %.1f %.1f\n", size, first * 1e6,
+               median(t + 1, n - 1) * 1e6);
     }
     return pair_end(parent, pid);
 }

@@ -102,7 +102,7 @@ static void *map(size_t size)
 /* The options of the first-use programs: [-n first] [-b best] [-s size]...
  * (default 16 KiB..16 MiB by 4x); returns the number of sizes, or exits */
 static inline int first_use_options(int argc, char **argv, size_t *sizes,
-                             int max_sizes, int *n_first, int *n_best)
+                                    int max_sizes, int *n_first, int *n_best)
 {
     int n_sizes = 0, c;
     size_t s;

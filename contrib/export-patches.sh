@@ -50,7 +50,8 @@ series=(
     "0013-ucp-proto-sppln.patch:ucp/proto ucp/rndv ucp/rma"
     "0014-ucp-rvma.patch:ucp/api ucp/rvma/rvma.h ucp/rvma/rvma_put.c
         ucp/rvma/rvma_target.c ucp/rvma/rvma_win.c ucp/rvma/rvma_worker.c"
-    "0015-ucp-rvma-fast-path.patch:ucp/rvma/rvma_fast.c ucp/rvma/rvma_read.c"
+    "0015-ucp-rvma-fast-path.patch:ucp/rvma/rvma_ack.c ucp/rvma/rvma_fast.c
+        ucp/rvma/rvma_lease.c ucp/rvma/rvma_read.c ucp/rvma/rvma_ring.c"
     "0020-test-gtest-put-notify.patch:"
 )
 

@@ -489,7 +489,7 @@ void       sv_iov_advance(struct iovec **iov, int *n, size_t bytes);
 /*
  * An HCA places the bytes of one write in address order, and eager RDMA
  * protocols (MVAPICH's, the RVMA rings of ucx-hcr with
- * UCX_HCR_RVMA_RING_POLL) poll the last bytes of a buffer to learn that all
+ * UCX_RVMA_RING_POLL) poll the last bytes of a buffer to learn that all
  * of it has landed. One copy by the kernel or by glibc does not keep that
  * order: x86 may make the stores of a fast-string copy (rep movsb) or
  * non-temporal ones visible out of order. So every placement copies its

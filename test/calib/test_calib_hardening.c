@@ -894,9 +894,10 @@ TH_TEST(calib_hardening, settings_reject_negative_and_nan)
                                 "UCX_COPY_ENGINE_CHUNK=-1",
                                 "UCX_COPY_ENGINE_SPIN_TIME=-5us",
                                 "UCX_COPY_ENGINE_SPIN_MAX=nan",
-                                "UCX_HCR_RVMA_RING_SIZE=-1",
-                                "UCX_HCR_RVMA_AM_ID=-1",
-                                "UCX_HCR_RVMA_READ_MAX=-64k"};
+                                "UCX_RVMA_RING_SIZE=-1",
+                                "UCX_RVMA_AM_ID=-1",
+                                "UCX_HCR_RVMA_AM_ID=-1", /* the old name */
+                                "UCX_RVMA_READ_MAX=-64k"};
     unsigned i;
     char *out;
 

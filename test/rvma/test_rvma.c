@@ -12,7 +12,7 @@
  * (UCX_TLS=hcr on softverbs) and on tcp (the generic path), side by side;
  * the three fast path tests run on hcr once more with the records taken only
  * at their completion, not found by polling the ring
- * (UCX_HCR_RVMA_RING_POLL=n).
+ * (UCX_RVMA_RING_POLL=n).
  *
  * Rank 0 is the target; the others are initiators. Ranks step through a test
  * with out-of-band messages; the target progresses its worker while it waits
@@ -21,9 +21,12 @@
 #include "th_ucx.h"
 
 #include <ucp/api/ucpx_rvma.h>
+#include <ucs/debug/log_def.h>
 
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -36,8 +39,8 @@
 typedef struct {
     const char *tls;
     int        nprocs;
-    int        ring_poll; /* UCX_HCR_RVMA_RING_POLL */
-    int fast; /* UCX_HCR_RVMA_FAST */
+    int ring_poll; /* UCX_RVMA_RING_POLL */
+    int fast; /* UCX_RVMA_FAST */
 } rvma_arg_t;
 
 /* whether puts on this run may take the fast path (a ring on hcr) */
@@ -55,14 +58,14 @@ static void rvma_env(const rvma_arg_t *arg)
     setenv("UCX_TLS", arg->tls, 1);
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
     if (arg->ring_poll) {
-        unsetenv("UCX_HCR_RVMA_RING_POLL"); /* the default: y */
+        unsetenv("UCX_RVMA_RING_POLL"); /* the default: y */
     } else {
-        setenv("UCX_HCR_RVMA_RING_POLL", "n", 1);
+        setenv("UCX_RVMA_RING_POLL", "n", 1);
     }
     if (arg->fast) {
-        unsetenv("UCX_HCR_RVMA_FAST"); /* the default: y */
+        unsetenv("UCX_RVMA_FAST"); /* the default: y */
     } else {
-        setenv("UCX_HCR_RVMA_FAST", "n", 1);
+        setenv("UCX_RVMA_FAST", "n", 1);
     }
 }
 
@@ -863,7 +866,7 @@ static void rvma_put_refused(th_ucp_t *ucp, const void *data, size_t length)
 #define RVMA_FAST_STRIDE  2048
 #define RVMA_FAST_SEQ     256    /* puts waited for one by one first */
 #define RVMA_FAST_WINDOW  64     /* requests in flight after them */
-#define RVMA_FAST_RING    8192   /* UCX_HCR_RVMA_RING_SIZE: wraps often */
+#define RVMA_FAST_RING    8192 /* UCX_RVMA_RING_SIZE: wraps often */
 
 static size_t rvma_fast_length(size_t i)
 {
@@ -1013,9 +1016,9 @@ static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     };
 
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_RING_SIZE", "8192", 1);   /* RVMA_FAST_RING: the
-                                                      ring wraps ~30 times */
-    setenv("UCX_HCR_RVMA_FAST_MAX", "2048", 1);    /* RVMA_FAST_STRIDE */
+    /* RVMA_FAST_RING (the ring wraps ~30 times), RVMA_FAST_STRIDE */
+    setenv("UCX_RVMA_RING_SIZE", "8192", 1);
+    setenv("UCX_RVMA_FAST_MAX", "2048", 1);
     rvma_blocks_run(varg, &blocks, oob, rank, nprocs);
 }
 
@@ -1025,7 +1028,7 @@ static void rvma_fast_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 #define RVMA_READ_STRIDE  (64 * 1024)
 #define RVMA_READ_SEQ     16     /* puts waited for one by one first */
 #define RVMA_READ_WINDOW  32     /* more in flight than a lease's read slots */
-#define RVMA_READ_FAST    1024   /* UCX_HCR_RVMA_FAST_MAX */
+#define RVMA_READ_FAST    1024 /* UCX_RVMA_FAST_MAX */
 
 /* 1 KiB + 1 .. 64 KiB: all read, most in several reads of 16 KiB */
 static size_t rvma_read_length(size_t i)
@@ -1055,7 +1058,7 @@ static void rvma_read_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     };
 
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_FAST_MAX", "1024", 1); /* RVMA_READ_FAST */
+    setenv("UCX_RVMA_FAST_MAX", "1024", 1); /* RVMA_READ_FAST */
     setenv("UCX_HCR_MAX_GET_ZCOPY", "16k", 1);
     rvma_blocks_run(varg, &blocks, oob, rank, nprocs);
 }
@@ -1310,7 +1313,7 @@ TH_TEST(rvma, read_path_no_ring_poll_hcr)
     rvma_run(rvma_read_rank, "hcr", 2, 0);
 }
 
-/* UCX_HCR_RVMA_FAST=n: the same puts, all by active message, on hcr */
+/* UCX_RVMA_FAST=n: the same puts, all by active message, on hcr */
 static void rvma_run_fast_off(th_proc_fn_t fn)
 {
     rvma_arg_t arg = {"hcr", 2, 1, 0};
@@ -1328,10 +1331,10 @@ TH_TEST(rvma, ack_in_reply_off_hcr)
     rvma_run_fast_off(rvma_pp_rank);
 }
 
-/* ---- UCX_HCR_RVMA_READ_MAX bounds the read path ------------------------ */
+/* ---- UCX_RVMA_READ_MAX bounds the read path ------------------------ */
 
-#define RVMA_RMAX_FAST 1024 /* UCX_HCR_RVMA_FAST_MAX */
-#define RVMA_RMAX      (32 * 1024) /* UCX_HCR_RVMA_READ_MAX of the test */
+#define RVMA_RMAX_FAST 1024 /* UCX_RVMA_FAST_MAX */
+#define RVMA_RMAX      (32 * 1024) /* UCX_RVMA_READ_MAX of the test */
 
 /* After the ring lease (two puts of 8 bytes), puts of 1 KiB + 1 and of
  * RVMA_RMAX are read records (fast path puts) when READ_MAX allows them,
@@ -1341,7 +1344,7 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     static const size_t lens[] = {8, 8, RVMA_RMAX_FAST + 1, RVMA_RMAX,
                                   RVMA_RMAX + 1};
-    size_t read_max = strtoul(getenv("UCX_HCR_RVMA_READ_MAX"), NULL, 0);
+    size_t read_max            = strtoul(getenv("UCX_RVMA_READ_MAX"), NULL, 0);
     size_t i, off, size = 0;
     ucp_ep_h eps[2] = {NULL};
     uint64_t length, before, after;
@@ -1358,7 +1361,7 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         size += lens[i];
     }
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_FAST_MAX", "1024", 1); /* RVMA_RMAX_FAST */
+    setenv("UCX_RVMA_FAST_MAX", "1024", 1); /* RVMA_RMAX_FAST */
     rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
 
     if (rank == 0) {
@@ -1400,46 +1403,94 @@ static void rvma_read_max_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
 TH_TEST(rvma, read_max_hcr)
 {
-    setenv("UCX_HCR_RVMA_READ_MAX", "32k", 1); /* RVMA_RMAX */
+    setenv("UCX_RVMA_READ_MAX", "32k", 1); /* RVMA_RMAX */
     rvma_run(rvma_read_max_rank, "hcr", 2, 1);
 }
 
 TH_TEST(rvma, read_max_zero_hcr)
 {
-    setenv("UCX_HCR_RVMA_READ_MAX", "0", 1);
+    setenv("UCX_RVMA_READ_MAX", "0", 1);
     rvma_run(rvma_read_max_rank, "hcr", 2, 1);
 }
 
-/* ---- a peer that breaks the ring lease ------------------------------- */
+/* ---- a peer that breaks the protocol ------------------------------------ */
 
 /* UCP_RVMA_FAULT_* of rvma.h */
-#define RVMA_FAULT_LEASE_REQ_AGAIN (1u << 0)
-#define RVMA_FAULT_LEASE_NO_RKEY   (1u << 1)
-#define RVMA_PEER_PUTS             8
-#define RVMA_PEER_LEN              64
+#define RVMA_FAULT_LEASE_REQ_AGAIN   (1u << 0)
+#define RVMA_FAULT_LEASE_NO_RKEY     (1u << 1)
+#define RVMA_FAULT_LEASE_REQ_SHORT   (1u << 2)
+#define RVMA_FAULT_NOTIFY_NO_RING    (1u << 3)
+#define RVMA_FAULT_ACK_SHORT         (1u << 4)
+#define RVMA_FAULT_ACK_REPLAY        (1u << 5)
+#define RVMA_FAULT_ACK_AHEAD         (1u << 6)
+#define RVMA_FAULT_ACK_UNKNOWN_EP    (1u << 7)
+#define RVMA_FAULT_REPLY_STATUS      (1u << 8)
+#define RVMA_FAULT_REPLY_UNKNOWN_REQ (1u << 9)
+#define RVMA_PEER_PUTS               8
+#define RVMA_PEER_LEN                64
 
 void ucp_rvma_test_fault(unsigned faults);
 unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
 
+/* A fault, once, and what it must come to */
+typedef struct {
+    /* RVMA_FAULT_* */
+    unsigned fault;
+    /* the target breaks the protocol, else the initiator */
+    int by_target;
+    /* rings the target leases in the end */
+    unsigned rings;
+    /* the initiator's fast path is on in the end */
+    int fast;
+    /* puts that fail (UCS_ERR_IO_ERROR); the others succeed */
+    unsigned failed;
+    /* what the other side's errors say; NULL: it logs none */
+    const char *error;
+} rvma_fault_t;
+
 typedef struct {
     rvma_arg_t base;
-    unsigned fault;
+    const rvma_fault_t *fault;
 } rvma_fault_arg_t;
 
-/* The initiator (rank 1) puts RVMA_PEER_PUTS blocks one at a time; one side
- * breaks the lease of the target's ring once, as the fault says:
- * - the initiator asks for a ring again and again: the target keeps one
- *   ring for it (each ring is pinned memory; a peer must not take them
- *   all), and the fast path works on that one;
- * - the target leases a ring without its rkey: the initiator refuses the
- *   lease (it read the key from past the message) and its puts take the
- *   active message path.
- * Every put lands either way. */
+/* the errors this process logged (its log handler) */
+static char rvma_errors[1024];
+static unsigned rvma_num_errors;
+
+static ucs_log_func_rc_t
+rvma_error_log(const char *file, unsigned line, const char *function,
+               ucs_log_level_t level,
+               const ucs_log_component_config_t *comp_conf, const char *message,
+               va_list ap)
+{
+    size_t len = strlen(rvma_errors);
+
+    if (level == UCS_LOG_LEVEL_ERROR) {
+        ++rvma_num_errors;
+        vsnprintf(rvma_errors + len, sizeof(rvma_errors) - len, message, ap);
+        len = strlen(rvma_errors);
+        snprintf(rvma_errors + len, sizeof(rvma_errors) - len, "; ");
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+/* The initiator (rank 1) puts RVMA_PEER_PUTS blocks one at a time, and one
+ * side breaks the protocol once, as the fault says. Whatever a peer sends,
+ * the other side neither crashes nor asserts nor hangs: it drops what it
+ * cannot use, and where that leaves a put without its answer, the put fails
+ * with UCS_ERR_IO_ERROR (a failed put may have landed: the target placed it
+ * before the broken answer). No put completes with a status that is not
+ * one. Every put lands. The side that is not at fault says what it found
+ * wrong in an error, or nothing where what it drops could be a late
+ * message. */
 static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const rvma_fault_arg_t *arg = varg;
+    const rvma_fault_t *f       = arg->fault;
     const size_t size           = RVMA_PEER_PUTS * RVMA_PEER_LEN;
     ucp_ep_h eps[2]             = {NULL};
+    unsigned failed             = 0;
+    ucs_status_t status;
     uint64_t length;
     void *comp = NULL;
     ucp_rvma_win_h win;
@@ -1450,9 +1501,10 @@ static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     rvma_env(&arg->base);
     rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
-    if ((rank == 0) == (arg->fault == RVMA_FAULT_LEASE_NO_RKEY)) {
-        ucp_rvma_test_fault(arg->fault);
+    if ((rank == 0) == f->by_target) {
+        ucp_rvma_test_fault(f->fault);
     }
+    ucs_log_push_handler(rvma_error_log);
 
     if (rank == 0) {
         buf = rvma_alloc(size);
@@ -1466,7 +1518,7 @@ static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_CHECK_PATTERN(buf, size, 0);
         th_log("target: %u ring(s) leased",
                ucp_rvma_test_num_rings(ucp.worker));
-        TH_ASSERT_EQ(ucp_rvma_test_num_rings(ucp.worker), 1);
+        TH_ASSERT_EQ(ucp_rvma_test_num_rings(ucp.worker), f->rings);
         ucp_rvma_win_destroy(win);
         free(buf);
     } else {
@@ -1475,38 +1527,209 @@ static void rvma_peer_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         th_fill_pattern(buf, size, 0);
         rvma_sync_recv(&ucp, oob, 0);
         for (i = 0; i < RVMA_PEER_PUTS; ++i) {
-            TH_ASSERT_UCS_OK(rvma_put(&ucp, RVMA_VADDR, i * RVMA_PEER_LEN,
-                                      buf + (i * RVMA_PEER_LEN),
-                                      RVMA_PEER_LEN));
+            status = rvma_put(&ucp, RVMA_VADDR, i * RVMA_PEER_LEN,
+                              buf + (i * RVMA_PEER_LEN), RVMA_PEER_LEN);
+            th_log("initiator: put %zu: %s", i, ucs_status_string(status));
+            if (status != UCS_OK) {
+                TH_ASSERT_EQ(status, UCS_ERR_IO_ERROR);
+                ++failed;
+            }
         }
         (void)rvma_fast_puts(ucp.ep, &fast);
         th_log("initiator: fast path %s", fast ? "on" : "off");
-        TH_ASSERT_EQ(fast, (arg->fault == RVMA_FAULT_LEASE_REQ_AGAIN));
+        TH_ASSERT_EQ(failed, f->failed);
+        TH_ASSERT_EQ(fast, f->fast);
+        free(buf);
+        rvma_sync_send(oob, 0);
+    }
+
+    ucs_log_pop_handler();
+    if ((rank == 0) != f->by_target) {
+        th_log("%s: %u error(s): %s", (rank == 0) ? "target" : "initiator",
+               rvma_num_errors, rvma_errors);
+        if (f->error == NULL) {
+            TH_ASSERT_EQ(rvma_num_errors, 0);
+        } else {
+            TH_ASSERT(strstr(rvma_errors, f->error) != NULL);
+        }
+    }
+    rvma_teardown(&ucp, oob, rank, nprocs, eps);
+}
+
+static void rvma_run_fault(const char *tls, const rvma_fault_t *fault)
+{
+    rvma_fault_arg_t arg = {{tls, 2, 1, 1}, fault};
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, rvma_peer_rank, &arg);
+}
+
+/* the initiator asks for a ring again and again: the target keeps one ring
+ * for it (each ring is pinned memory; a peer must not take them all), and
+ * the fast path works on that one */
+TH_TEST(rvma, peer_lease_requests_repeated_hcr)
+{
+    static const rvma_fault_t f = {
+            RVMA_FAULT_LEASE_REQ_AGAIN, 0, 1, 1, 0, "holds ring"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* the target leases a ring without its rkey: the initiator refuses the lease
+ * (it read the key from past the message), its puts go by active message */
+TH_TEST(rvma, peer_lease_without_rkey_hcr)
+{
+    static const rvma_fault_t f = {
+            RVMA_FAULT_LEASE_NO_RKEY, 1, 1, 0, 0, "-byte rkey"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* a lease request one byte short: the target leases no ring, the puts go by
+ * active message */
+TH_TEST(rvma, peer_lease_request_short_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_LEASE_REQ_SHORT,    0, 0, 0, 0,
+                                   "malformed RVMA lease request"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* notifications that name a ring the target does not lease are dropped;
+ * polling finds the records */
+TH_TEST(rvma, peer_notify_unknown_ring_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_NOTIFY_NO_RING, 0, 1, 1, 0, NULL};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack one byte short: the put it was for fails, and the fast path stops */
+TH_TEST(rvma, peer_ack_short_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_SHORT, 1, 1, 0, 1,
+                                   "malformed RVMA ack"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack again, after a later one: stale, nothing completes twice */
+TH_TEST(rvma, peer_ack_replayed_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_REPLAY, 1, 1, 1, 0, NULL};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack for a record never written: the put in flight fails (it does not
+ * complete for the ack, nor for the record that was not sent), the fast
+ * path stops */
+TH_TEST(rvma, peer_ack_ahead_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_AHEAD,     1, 1, 0, 1,
+                                   "beyond what was written"};
+    rvma_run_fault("hcr", &f);
+}
+
+/* an ack naming an endpoint id the initiator does not have (inside one of
+ * its endpoints, were the id an address): dropped */
+TH_TEST(rvma, peer_ack_unknown_ep_hcr)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_ACK_UNKNOWN_EP, 1, 1, 1, 0, NULL};
+    rvma_run_fault("hcr", &f);
+}
+
+/* a reply whose status is no status (UCS_INPROGRESS): the put fails */
+TH_TEST(rvma, peer_reply_bad_status_tcp)
+{
+    static const rvma_fault_t f = {RVMA_FAULT_REPLY_STATUS, 1, 0, 0, 1,
+                                   "does not define"};
+    rvma_run_fault("tcp", &f);
+}
+
+/* a reply naming a request the initiator does not have (inside one of its
+ * requests, were the id an address): dropped */
+TH_TEST(rvma, peer_reply_unknown_request_tcp)
+{
+    static const rvma_fault_t f = {
+            RVMA_FAULT_REPLY_UNKNOWN_REQ, 1, 0, 0, 0, NULL};
+    rvma_run_fault("tcp", &f);
+}
+
+/* ---- UCX_RVMA_MAX_RINGS bounds the rings a target leases --------------- */
+
+#define RVMA_BOUND_PUTS 8
+#define RVMA_BOUND_LEN  64
+
+/* Two initiators put to a target that leases one ring at most: one of them
+ * gets it, the other's puts go by active message, without an error, and
+ * every put lands */
+static void
+rvma_ring_bound_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size = (nprocs - 1) * RVMA_BOUND_PUTS * RVMA_BOUND_LEN;
+    ucp_ep_h eps[3]   = {NULL};
+    unsigned with_ring;
+    ucp_rvma_ep_attr_t attr;
+    uint64_t length;
+    void *comp = NULL;
+    ucp_rvma_win_h win;
+    size_t i, off;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    int peer, fast;
+
+    rvma_env(varg);
+    setenv("UCX_RVMA_MAX_RINGS", "1", 1);
+    rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
+
+    if (rank == 0) {
+        buf = rvma_alloc(size);
+        win = rvma_win(&ucp, RVMA_VADDR, size, UCP_RVMA_THRESHOLD_BYTES, 0, 0);
+        TH_ASSERT_UCS_OK(
+                ucp_rvma_win_post_buffer(win, buf, size, &comp, &length));
+        for (peer = 1; peer < nprocs; ++peer) {
+            rvma_sync_send(oob, peer);
+        }
+        for (peer = 1; peer < nprocs; ++peer) {
+            rvma_sync_recv(&ucp, oob, peer);
+        }
+        TH_ASSERT(comp == buf);
+        TH_ASSERT_EQ(length, size);
+        TH_CHECK_PATTERN(buf, size, 0);
+
+        with_ring = 0;
+        for (peer = 1; peer < nprocs; ++peer) {
+            attr.field_mask = UCP_RVMA_EP_ATTR_FIELD_TAKEN;
+            TH_ASSERT_UCS_OK(ucp_rvma_ep_query(eps[peer], &attr));
+            th_log("target: initiator %d: %" PRIu64 " records from its ring",
+                   peer, attr.taken_polled + attr.taken_notified);
+            with_ring += (attr.taken_polled + attr.taken_notified) > 0;
+        }
+        th_log("target: %u ring(s) leased",
+               ucp_rvma_test_num_rings(ucp.worker));
+        TH_ASSERT_EQ(ucp_rvma_test_num_rings(ucp.worker), 1);
+        TH_ASSERT_EQ(with_ring, 1);
+        ucp_rvma_win_destroy(win);
+        free(buf);
+    } else {
+        buf = malloc(size);
+        TH_ASSERT(buf != NULL);
+        th_fill_pattern(buf, size, 0);
+        rvma_sync_recv(&ucp, oob, 0);
+        for (i = 0; i < RVMA_BOUND_PUTS; ++i) {
+            off = ((rank - 1) * RVMA_BOUND_PUTS + i) * RVMA_BOUND_LEN;
+            TH_ASSERT_UCS_OK(
+                    rvma_put(&ucp, RVMA_VADDR, off, buf + off, RVMA_BOUND_LEN));
+        }
+        (void)rvma_fast_puts(ucp.ep, &fast);
+        th_log("initiator %d: fast path %s", rank, fast ? "on" : "off");
         free(buf);
         rvma_sync_send(oob, 0);
     }
     rvma_teardown(&ucp, oob, rank, nprocs, eps);
 }
 
-static void rvma_run_fault(unsigned fault)
+TH_TEST(rvma, ring_bound_hcr)
 {
-    rvma_fault_arg_t arg = {{"hcr", 2, 1, 1}, fault};
-
-    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
-    th_run_procs(2, rvma_peer_rank, &arg);
+    rvma_run(rvma_ring_bound_rank, "hcr", 3, 1);
 }
 
-TH_TEST(rvma, peer_lease_requests_repeated_hcr)
-{
-    rvma_run_fault(RVMA_FAULT_LEASE_REQ_AGAIN);
-}
-
-TH_TEST(rvma, peer_lease_without_rkey_hcr)
-{
-    rvma_run_fault(RVMA_FAULT_LEASE_NO_RKEY);
-}
-
-/* ---- UCX_HCR_RVMA_AM_ID moves RVMA's active message ids ---------------- */
+/* ---- UCX_RVMA_AM_ID moves RVMA's active message ids ---------------- */
 
 #define RVMA_APP_MAGIC 0x61707021u
 
@@ -1533,7 +1756,7 @@ rvma_app_am_cb(void *arg, const void *header, size_t header_length, void *data,
     return UCS_OK;
 }
 
-/* With UCX_HCR_RVMA_AM_ID=5000, the target's application registers its
+/* With UCX_RVMA_AM_ID=5000, the target's application registers its
  * own handler on 4000 (the default's first id) after RVMA set up its
  * handlers: the application's message reaches it, and a put still lands */
 static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
@@ -1552,7 +1775,7 @@ static void rvma_am_id_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_t ucp;
 
     rvma_env(varg);
-    setenv("UCX_HCR_RVMA_AM_ID", "5000", 1);
+    setenv("UCX_RVMA_AM_ID", "5000", 1);
     rvma_setup(&ucp, oob, rank, nprocs, 0, eps, 0);
 
     if (rank == 0) {
@@ -1616,7 +1839,7 @@ TH_TEST(rvma, am_id_out_of_range)
 
     setenv("UCX_TLS", "tcp", 1);
     setenv("UCX_LOG_LEVEL", "fatal", 1); /* the error is expected */
-    setenv("UCX_HCR_RVMA_AM_ID", "65535", 1);
+    setenv("UCX_RVMA_AM_ID", "65535", 1);
     th_ucp_init(&ucp, UCP_FEATURE_AM);
     params.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR |
                         UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD |
@@ -1627,6 +1850,84 @@ TH_TEST(rvma, am_id_out_of_range)
     TH_ASSERT_EQ(ucp_rvma_win_create(ucp.worker, &params, &win),
                  UCS_ERR_INVALID_PARAM);
     th_ucp_cleanup(&ucp);
+}
+
+/* ---- the former names, UCX_HCR_RVMA_*, until the next release --------- */
+
+static int rvma_deprecations;
+static char rvma_deprecation[256];
+
+static ucs_log_func_rc_t
+rvma_deprecation_log(const char *file, unsigned line, const char *function,
+                     ucs_log_level_t level,
+                     const ucs_log_component_config_t *comp_conf,
+                     const char *message, va_list ap)
+{
+    char buf[256];
+
+    if (level == UCS_LOG_LEVEL_WARN) {
+        vsnprintf(buf, sizeof(buf), message, ap);
+        if (strstr(buf, "deprecated") != NULL) {
+            ++rvma_deprecations;
+            snprintf(rvma_deprecation, sizeof(rvma_deprecation), "%s", buf);
+        }
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+/* a worker's first RVMA call, which reads the settings */
+static ucs_status_t rvma_first_call(void)
+{
+    ucp_rvma_win_params_t params;
+    ucp_rvma_win_h win;
+    ucs_status_t status;
+    th_ucp_t ucp;
+
+    th_ucp_init(&ucp, UCP_FEATURE_AM);
+    params.field_mask = UCP_RVMA_WIN_PARAM_FIELD_VADDR |
+                        UCP_RVMA_WIN_PARAM_FIELD_THRESHOLD |
+                        UCP_RVMA_WIN_PARAM_FIELD_TYPE;
+    params.vaddr     = RVMA_VADDR;
+    params.threshold = 100;
+    params.type      = UCP_RVMA_THRESHOLD_BYTES;
+    status           = ucp_rvma_win_create(ucp.worker, &params, &win);
+    if (status == UCS_OK) {
+        ucp_rvma_win_destroy(win);
+    }
+    th_ucp_cleanup(&ucp);
+    return status;
+}
+
+/* RVMA reads a setting under its former name (an AM_ID out of range is
+ * refused), says once that the name is deprecated and what replaces it, and
+ * the new name wins where both are set */
+TH_TEST(rvma, config_old_names)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    unsetenv("UCX_RVMA_AM_ID");
+    setenv("UCX_HCR_RVMA_AM_ID", "65535", 1);
+    ucs_log_push_handler(rvma_deprecation_log);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_ERR_INVALID_PARAM);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_ERR_INVALID_PARAM);
+    th_log("%d deprecation warning(s), the last: %s", rvma_deprecations,
+           rvma_deprecation);
+    TH_ASSERT_EQ(rvma_deprecations, 1);
+    TH_ASSERT(strstr(rvma_deprecation, "UCX_HCR_RVMA_AM_ID") != NULL);
+    TH_ASSERT(strstr(rvma_deprecation, "use UCX_RVMA_AM_ID") != NULL);
+
+    setenv("UCX_RVMA_AM_ID", "4000", 1);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_OK);
+    ucs_log_pop_handler();
+}
+
+/* a bound the ring ids cannot name is refused at the first RVMA call */
+TH_TEST(rvma, max_rings_out_of_range)
+{
+    setenv("UCX_TLS", "tcp", 1);
+    setenv("UCX_RVMA_MAX_RINGS", "257", 1);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_ERR_INVALID_PARAM);
+    setenv("UCX_RVMA_MAX_RINGS", "256", 1);
+    TH_ASSERT_EQ(rvma_first_call(), UCS_OK);
 }
 
 TH_TEST_TIMEOUT(rvma, read_path_memlock_hcr, 120)
@@ -1824,12 +2125,19 @@ TH_TEST_TIMEOUT(rvma, example_halo, 120)
     free(out);
 }
 
-/* ---- UCX_HCR_RVMA_* count as used when a worker starts ------------------ */
+/* ---- UCX_RVMA_* count as used when a worker starts ---------------------- */
 
 TH_TEST(rvma, config_vars_used)
 {
     /* RVMA reads its variables at its first call, after UCP warned about
      * unused ones */
+    th_ucp_assert_var_used(UCP_FEATURE_AM, "UCX_RVMA_FAST_MAX", "8k",
+                           "UCX_RVMA_FASTMAX");
+}
+
+/* UCP reports unused variables once per process: a test of its own */
+TH_TEST(rvma, config_vars_used_old_name)
+{
     th_ucp_assert_var_used(UCP_FEATURE_AM, "UCX_HCR_RVMA_FAST_MAX", "8k",
                            "UCX_HCR_RVMA_FASTMAX");
 }

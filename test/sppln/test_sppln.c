@@ -23,8 +23,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* Path counters of a worker, as proto_sppln.h lays them out (the test
- * builds against the installed API headers only) */
+/* Path counters of a worker, as proto_sppln_staging.h lays them out (the
+ * test builds against the installed API headers only) */
 typedef struct {
     uint64_t sent[4];     /* auto (unused), bcopy, sppln, zcopy */
     uint64_t received[4];
@@ -32,6 +32,7 @@ typedef struct {
     uint64_t async_copies;
     uint64_t fresh[3];    /* kcopy, populate, fault */
     uint64_t rma[3];      /* put/choose, get/choose: bcopy, zcopy, staged */
+    uint64_t groups[2]; /* staging groups registered: send, receive */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -707,6 +708,112 @@ TH_TEST_TIMEOUT(sppln, memlock_exhausted_falls_back, 120)
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "160m", 1);
     th_run_procs(2, sppln_memlock_rank, NULL);
 }
+
+/* ---- staging: registered when the worker starts, grown on demand ------ */
+
+/*
+ * A worker whose transports the staged protocols run on registers one
+ * staging group per side when it starts, so that no message pays for it: a
+ * small message and a first staged one register nothing more. Transfers in
+ * flight at once take more groups, up to UCX_RNDV_SPPLN_GROUPS per side,
+ * and no more (more transfers wait for a group). A worker on transports the
+ * staged protocols do not run on registers nothing.
+ */
+static void sppln_staging_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size         = 2 * SPPLN_MB + 5;
+    const unsigned n          = 6; /* more than the groups */
+    ucp_request_param_t param = {0};
+    const sppln_stats_t *st;
+    void *req[6];
+    uint8_t *buf[6];
+    th_ucp_t ucp;
+    unsigned i;
+
+    sppln_env("sppln", "hcr");
+    setenv("UCX_RNDV_SPPLN_TLS", "hcr", 1);
+    setenv("UCX_RNDV_SPPLN_GROUPS", "3", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    st = ucp_proto_sppln_stats(ucp.worker);
+    TH_ASSERT(st != NULL);
+    TH_ASSERT_EQ(st->groups[0], 1);
+    TH_ASSERT_EQ(st->groups[1], 1);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i < n; ++i) {
+        buf[i] = malloc(size);
+        th_fill_pattern(buf[i], size, 600 + i);
+    }
+
+    /* a small message, then one staged message: nothing more registered */
+    if (rank == 0) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_tag_send_nbx(ucp.ep, buf[0], 4096,
+                                                      0x60, &param),
+                                     30.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_tag_send_nbx(ucp.ep, buf[0], size,
+                                                      0x61, &param),
+                                     30.0));
+    } else {
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_recv_nbx(ucp.worker, buf[1], 4096, 0x60,
+                                             (ucp_tag_t)-1, &param),
+                            30.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_recv_nbx(ucp.worker, buf[1], size, 0x61,
+                                             (ucp_tag_t)-1, &param),
+                            30.0));
+        TH_CHECK_PATTERN(buf[1], size, 600);
+    }
+    TH_ASSERT_EQ(st->groups[0], 1);
+    TH_ASSERT_EQ(st->groups[1], 1);
+
+    /* six at once: up to three groups a side */
+    th_oob_barrier(oob);
+    if (rank == 0) {
+        for (i = 0; i < n; ++i) {
+            th_fill_pattern(buf[i], size, 600 + i);
+            req[i] = ucp_tag_send_nbx(ucp.ep, buf[i], size, 0x70 + i, &param);
+        }
+    } else {
+        for (i = 0; i < n; ++i) {
+            req[i] = ucp_tag_recv_nbx(ucp.worker, buf[i], size, 0x70 + i,
+                                      (ucp_tag_t)-1, &param);
+        }
+    }
+    for (i = 0; i < n; ++i) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req[i], 60.0));
+        if (rank == 1) {
+            TH_CHECK_PATTERN(buf[i], size, 600 + i);
+        }
+    }
+    th_log("rank %d registered %llu send and %llu receive groups", rank,
+           (unsigned long long)st->groups[0],
+           (unsigned long long)st->groups[1]);
+    TH_ASSERT_LE(st->groups[0], 3);
+    TH_ASSERT_LE(st->groups[1], 3);
+    TH_ASSERT_GT(st->groups[rank], 1); /* the side that had several */
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+
+    /* tcp alone (the staged protocols run on hcr by default): nothing */
+    setenv("UCX_TLS", "tcp", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    TH_ASSERT(ucp_proto_sppln_stats(ucp.worker) == NULL);
+    th_ucp_cleanup(&ucp);
+    for (i = 0; i < n; ++i) {
+        free(buf[i]);
+    }
+}
+
+TH_TEST_TIMEOUT(sppln, staging_at_worker_start, 120)
+{
+    sppln_run(sppln_staging_rank, NULL);
+}
+
 
 /* ---- a peer killed in the middle of a superpipelined transfer --------- */
 

@@ -27,7 +27,11 @@ typedef struct {
 
 const sem_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 
-enum { SEM_BCOPY = 1, SEM_SPPLN = 2, SEM_ZCOPY = 3 };
+enum {
+    SEM_BCOPY = 1,
+    SEM_SPPLN = 2,
+    SEM_ZCOPY = 3
+};
 
 #define SEM_MB   (1024ul * 1024ul)
 #define SEM_SIZE (4 * SEM_MB + 3) /* several chunks, a short last one */
@@ -78,10 +82,10 @@ static void sem_run(th_proc_fn_t fn, const char *tls, const char *path)
 }
 
 /* a test per transport and path */
-#define SEM_TEST(_name, _fn, _tls, _path, _timeout) \
-    TH_TEST_TIMEOUT(sppln_semantics, _name##_##_tls##_##_path, _timeout) \
-    { \
-        sem_run(_fn, #_tls, #_path); \
+#define SEM_TEST(_name, _fn, _tls, _path, _timeout)                            \
+    TH_TEST_TIMEOUT(sppln_semantics, _name##_##_tls##_##_path, _timeout)       \
+    {                                                                          \
+        sem_run(_fn, #_tls, #_path);                                           \
     }
 
 
@@ -129,11 +133,11 @@ static void sem_cancel_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         th_oob_send(oob, 0, &go, 1);
         th_ucp_oob_recv(&ucp, oob, 0, &go, 1);
         memset(buf, 0xee, SEM_SIZE + 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                                     ucp_tag_recv_nbx(ucp.worker, buf,
-                                                      SEM_SIZE, 0x51,
-                                                      (ucp_tag_t)-1, &param),
-                                     60.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp,
+                            ucp_tag_recv_nbx(ucp.worker, buf, SEM_SIZE, 0x51,
+                                             (ucp_tag_t)-1, &param),
+                            60.0));
         TH_CHECK_PATTERN(buf, SEM_SIZE, 51);
         TH_ASSERT_EQ(buf[SEM_SIZE], 0xee);
     }
@@ -179,10 +183,8 @@ static void sem_zero_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                                      60.0));
         staged = sem_sent(&ucp, sem_path_index(arg));
         TH_ASSERT_EQ(staged, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                                     ucp_tag_send_nbx(ucp.ep, buf, 0, 0x53,
-                                                      &param),
-                                     60.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(
+                &ucp, ucp_tag_send_nbx(ucp.ep, buf, 0, 0x53, &param), 60.0));
         /* not a rendezvous */
         TH_ASSERT_EQ(sem_sent(&ucp, sem_path_index(arg)), staged);
     } else {
@@ -197,12 +199,11 @@ static void sem_zero_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT_EQ(one, 0xee);
 
         memset(&info, 0, sizeof(info));
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
+        param.op_attr_mask       = UCP_OP_ATTR_FIELD_RECV_INFO;
         param.recv_info.tag_info = &info;
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                                     ucp_tag_recv_nbx(ucp.worker, &one, 1,
-                                                      0x53, (ucp_tag_t)-1,
-                                                      &param),
+                                     ucp_tag_recv_nbx(ucp.worker, &one, 1, 0x53,
+                                                      (ucp_tag_t)-1, &param),
                                      60.0));
         TH_ASSERT_EQ(info.length, 0);
         TH_ASSERT_EQ(one, 0xee);
@@ -247,8 +248,8 @@ static void sem_flags_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT(UCS_PTR_IS_PTR(req));
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
 
-        memh  = th_ucp_mem_map(&ucp, buf, SEM_SIZE);
-        zcopy = sem_sent(&ucp, SEM_ZCOPY);
+        memh               = th_ucp_mem_map(&ucp, buf, SEM_SIZE);
+        zcopy              = sem_sent(&ucp, SEM_ZCOPY);
         param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
         param.memh         = memh;
         TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
@@ -262,12 +263,12 @@ static void sem_flags_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     } else {
         for (i = 0; i < 2; ++i) {
             memset(buf, 0, SEM_SIZE);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                                         ucp_tag_recv_nbx(ucp.worker, buf,
-                                                          SEM_SIZE, 0x54 + i,
-                                                          (ucp_tag_t)-1,
-                                                          &param),
-                                         60.0));
+            TH_ASSERT_UCS_OK(
+                    th_ucp_wait(&ucp,
+                                ucp_tag_recv_nbx(ucp.worker, buf, SEM_SIZE,
+                                                 0x54 + i, (ucp_tag_t)-1,
+                                                 &param),
+                                60.0));
             TH_CHECK_PATTERN(buf, SEM_SIZE, 54);
         }
     }
@@ -294,8 +295,8 @@ static void sem_fast_failure_env(void)
 
 /* progress until the request completes: its status, never UCS_OK with the
  * message cut short */
-static ucs_status_t sem_wait_end(th_ucp_t *ucp, ucs_status_ptr_t req,
-                                 double timeout)
+static ucs_status_t
+sem_wait_end(th_ucp_t *ucp, ucs_status_ptr_t req, double timeout)
 {
     ucs_status_t status = th_ucp_wait(ucp, req, timeout);
 
@@ -337,8 +338,8 @@ static void sem_wait_peer_gone(th_ucp_t *ucp, th_oob_t *oob, int peer)
  * The sender dies once its RTS reached the receiver: with error handling,
  * the receive posted then fails (and so does the endpoint), nothing hangs.
  */
-static void sem_sender_dies_rank(th_oob_t *oob, int rank, int nprocs,
-                                 void *varg)
+static void
+sem_sender_dies_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sem_arg_t *arg      = varg;
     const size_t size         = 16 * SEM_MB;
@@ -365,8 +366,7 @@ static void sem_sender_dies_rank(th_oob_t *oob, int rank, int nprocs,
     go = 1;
     th_oob_send(oob, 0, &go, 1);
     sem_wait_peer_gone(&ucp, oob, 0);
-    req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x56, (ucp_tag_t)-1,
-                           &param);
+    req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x56, (ucp_tag_t)-1, &param);
     TH_ASSERT(sem_wait_end(&ucp, req, 90.0) != UCS_OK);
     _exit(0);
 }
@@ -374,8 +374,8 @@ static void sem_sender_dies_rank(th_oob_t *oob, int rank, int nprocs,
 /*
  * The receiver dies once the RTS reached it: the send fails, nothing hangs.
  */
-static void sem_receiver_dies_rank(th_oob_t *oob, int rank, int nprocs,
-                                   void *varg)
+static void
+sem_receiver_dies_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sem_arg_t *arg      = varg;
     const size_t size         = 16 * SEM_MB;
@@ -401,8 +401,8 @@ static void sem_receiver_dies_rank(th_oob_t *oob, int rank, int nprocs,
     _exit(0);
 }
 
-static void sem_run_one_dies(th_proc_fn_t fn, const char *tls,
-                             const char *path, int dying)
+static void
+sem_run_one_dies(th_proc_fn_t fn, const char *tls, const char *path, int dying)
 {
     sem_arg_t arg = {tls, path};
     int status[2];
@@ -415,10 +415,10 @@ static void sem_run_one_dies(th_proc_fn_t fn, const char *tls,
     TH_ASSERT_EQ(status[1 - dying], 0);
 }
 
-#define SEM_DIES_TEST(_who, _fn, _dying, _tls, _path, _name) \
-    TH_TEST_TIMEOUT(sppln_semantics, _who##_dies_##_tls##_##_name, 150) \
-    { \
-        sem_run_one_dies(_fn, #_tls, #_path, _dying); \
+#define SEM_DIES_TEST(_who, _fn, _dying, _tls, _path, _name)                   \
+    TH_TEST_TIMEOUT(sppln_semantics, _who##_dies_##_tls##_##_name, 150)        \
+    {                                                                          \
+        sem_run_one_dies(_fn, #_tls, #_path, _dying);                          \
     }
 
 /* hcr: the staged path, and UCX's rendezvous (rndv/get/zcopy: a get from a
@@ -439,8 +439,8 @@ SEM_DIES_TEST(receiver, sem_receiver_dies_rank, 1, tcp, sppln, eager)
  * The sender closes its endpoint with a message in flight. A close that
  * flushes completes after the message, which arrives whole.
  */
-static void sem_close_flush_rank(th_oob_t *oob, int rank, int nprocs,
-                                 void *varg)
+static void
+sem_close_flush_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sem_arg_t *arg      = varg;
     const size_t size         = 16 * SEM_MB;
@@ -482,8 +482,8 @@ static void sem_close_flush_rank(th_oob_t *oob, int rank, int nprocs,
  * not wait for the peer), and the worker that staged it is destroyed
  * cleanly afterwards: the staging and state the transfer held came back.
  */
-static void sem_close_force_rank(th_oob_t *oob, int rank, int nprocs,
-                                 void *varg)
+static void
+sem_close_force_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sem_arg_t *arg      = varg;
     const size_t size         = 16 * SEM_MB;

@@ -42,7 +42,7 @@ BEGIN_C_DECLS
  * the initiator and leaves the target's memory untouched.
  *
  * The context must be created with @ref UCP_FEATURE_AM (RVMA messages are
- * active messages on the ids given by @c UCX_HCR_RVMA_AM_ID, which the
+ * active messages on the ids given by @c UCX_RVMA_AM_ID, which the
  * application must not use for its own handlers); with
  * @ref UCP_FEATURE_WAKEUP, @ref ucp_rvma_win_wait sleeps instead of polling.
  * Windows are progressed by @ref ucp_worker_progress of the target worker.
@@ -259,9 +259,10 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
  *
  * Places @a length bytes from @a buffer at @a offset in the current buffer
  * of the window @a vaddr of the endpoint's peer. Where the endpoint's lane
- * can put with notification (hcr), a put of up to UCX_HCR_RVMA_FAST_MAX bytes
+ * can put with notification (hcr), a put of up to UCX_RVMA_FAST_MAX bytes
  * is one write-with-immediate into a ring the target leased to this
- * endpoint, and @a buffer may be reused as soon as the call returns. Other
+ * endpoint, and @a buffer may be reused as soon as the call returns (a
+ * target leases at most UCX_RVMA_MAX_RINGS rings). Other
  * small puts are one active message; large ones (above UCP's active message
  * rendezvous threshold) are fetched by the target directly into the posted
  * buffer. The request completes when @a buffer may be reused and the target
@@ -284,7 +285,8 @@ ucs_status_t ucp_rvma_win_wait(ucp_rvma_win_h win, void *const *comp_ptr);
  *         UCS_ERR_CANCELED (closed window), UCS_ERR_NO_RESOURCE (no buffer
  *         posted), UCS_ERR_MESSAGE_TRUNCATED (the data does not fit in the
  *         buffer), UCS_ERR_EXCEEDS_LIMIT (bytes mode: the put would take the
- *         buffer past its threshold) or the endpoint's error.
+ *         buffer past its threshold), UCS_ERR_IO_ERROR (the target broke
+ *         the protocol; the data may have landed) or the endpoint's error.
  */
 ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
                                   const void *buffer, size_t length,
@@ -329,7 +331,7 @@ typedef struct ucp_rvma_ep_attr {
     uint64_t ack_carried;
 
     /** The peer's fast-path puts that this side found by polling the ring
-     *  in a progress round (UCX_HCR_RVMA_RING_POLL). */
+     *  in a progress round (UCX_RVMA_RING_POLL). */
     uint64_t taken_polled;
 
     /** The peer's fast-path puts that this side took while it handled the

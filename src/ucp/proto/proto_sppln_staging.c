@@ -78,6 +78,7 @@ ucp_sppln_group_chunk_alloc(ucs_mpool_t *mp, size_t *size_p, void **chunk_p)
         }
     }
 
+    ++mpriv->sw->stats.groups[mpriv->side];
     *chunk_p = hdr + 1;
     *size_p  = ucp_memh_length(memh) - sizeof(*hdr);
     return UCS_OK;

@@ -66,6 +66,8 @@ typedef struct {
     uint64_t fresh[UCP_SPPLN_FRESH_LAST];
     /* put/choose and get/choose: RMA messages by the path they took */
     uint64_t rma[UCP_RMA_CHOOSE_LAST];
+    /* staging groups registered, by side */
+    uint64_t groups[UCP_SPPLN_SIDE_LAST];
 } ucp_sppln_stats_t;
 
 

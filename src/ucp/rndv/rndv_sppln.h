@@ -149,6 +149,9 @@ typedef struct ucp_sppln_xfer {
     ucp_sppln_path_t path;
     uint8_t pending; /* in a lane's pending queue */
     uint8_t waiting; /* in the worker's wait queue */
+    uint8_t progressing; /* in its own progress function, which looks at
+                            the slots again before it returns: a completion
+                            there needs no new call */
 
     union {
         struct {

@@ -77,8 +77,9 @@ static unsigned ucp_sppln_send_busy(const ucp_sppln_xfer_t *xfer)
     return busy;
 }
 
-/* Complete the request once the transfer ended, is in no queue, and none
- * of its slots is being put or copied into */
+/* Complete the request once the transfer ended, is in no queue and not in
+ * its progress function, and none of its slots is being put or copied
+ * into */
 static void ucp_sppln_send_try_complete(ucp_request_t *req)
 {
     ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
@@ -87,8 +88,8 @@ static void ucp_sppln_send_try_complete(ucp_request_t *req)
 
     if (!(req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) ||
         (xfer->status == UCS_INPROGRESS) || xfer->pending ||
-        (ucp_sppln_send_busy(xfer) > 0)) {
-        return;
+        xfer->progressing || (ucp_sppln_send_busy(xfer) > 0)) {
+        return; /* whoever holds it then completes it */
     }
 
     status = xfer->status;
@@ -125,12 +126,13 @@ static void ucp_sppln_send_end(ucp_request_t *req, ucs_status_t status)
     ucp_sppln_send_try_complete(req);
 }
 
-/* Progress the request again, unless a pending queue holds it already */
+/* Progress the request again, unless a pending queue holds it already, or
+ * it is in its progress function now (a put that completed at once) */
 static void ucp_sppln_send_kick(ucp_request_t *req)
 {
     ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
 
-    if (!xfer->pending && !xfer->waiting) {
+    if (!xfer->pending && !xfer->waiting && !xfer->progressing) {
         ucp_request_send(req);
     }
 }
@@ -433,20 +435,13 @@ ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
     return UCS_OK;
 }
 
-/* Stage DATA: copy chunks in, and put those the receiver has room for */
-static ucs_status_t ucp_sppln_send_data_progress(uct_pending_req_t *self)
+/* Copy chunks in, and put those the receiver has room for */
+static ucs_status_t ucp_sppln_send_data(ucp_request_t *req)
 {
-    ucp_request_t *req = ucs_container_of(self, ucp_request_t, send.uct);
     const ucp_sppln_send_priv_t *spriv = req->send.proto_config->priv;
     ucp_sppln_xfer_t *xfer             = req->send.rndv.sppln_xfer;
     ucp_sppln_send_slot_t *slot;
     ucs_status_t status;
-
-    xfer->pending = 0;
-    if (xfer->status != UCS_INPROGRESS) {
-        ucp_sppln_send_try_complete(req);
-        return UCS_OK;
-    }
 
     /* the first copies overlap the RTS/RTR round trip */
     ucp_sppln_copy_ahead(req);
@@ -467,17 +462,38 @@ static ucs_status_t ucp_sppln_send_data_progress(uct_pending_req_t *self)
             xfer->pending  = 1;
             return UCS_ERR_NO_RESOURCE;
         } else if (status != UCS_OK) {
-            ucp_sppln_send_end(req, status);
+            xfer->status = status;
             return UCS_OK;
         }
     }
 
-    if (xfer->status != UCS_INPROGRESS) {
-        ucp_sppln_send_try_complete(req);
-        return UCS_OK;
+    if (xfer->status == UCS_INPROGRESS) {
+        ucp_sppln_copy_ahead(req);
+    }
+    return UCS_OK;
+}
+
+/* Stage DATA */
+static ucs_status_t ucp_sppln_send_data_progress(uct_pending_req_t *self)
+{
+    ucp_request_t *req     = ucs_container_of(self, ucp_request_t, send.uct);
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+    ucs_status_t status;
+
+    xfer->pending = 0;
+    if (xfer->status == UCS_INPROGRESS) {
+        xfer->progressing = 1;
+        status            = ucp_sppln_send_data(req);
+        xfer->progressing = 0;
+        if (status == UCS_ERR_NO_RESOURCE) {
+            return status;
+        }
     }
 
-    ucp_sppln_copy_ahead(req);
+    if (xfer->status != UCS_INPROGRESS) {
+        /* may complete the request */
+        ucp_sppln_send_try_complete(req);
+    }
     return UCS_OK;
 }
 

@@ -16,12 +16,16 @@
  *  - rvma_target.c  a put arriving at the target: window lookup, placement
  *                   (eager copy or rendezvous fetch), the reply;
  *  - rvma_put.c     the initiator: ucp_rvma_put_nbx() and its request;
- *  - rvma_fast.c    the fast path on lanes with put-with-notify (hcr): ring
- *                   leases, one write-with-immediate per put, batched acks;
+ *  - rvma_fast.c    the fast path on lanes with put-with-notify (hcr): its
+ *                   whole picture, life cycle and endpoint query;
+ *  - rvma_lease.c   fast path, initiator: the lease of a ring, one
+ *                   write-with-immediate per put;
+ *  - rvma_ring.c    fast path, target: the leased rings and their records;
+ *  - rvma_ack.c     fast path: acknowledging records in batches;
  *  - rvma_read.c    fast path puts too large to copy: the target reads the
  *                   data from the initiator's buffer into the posted one.
  *
- * Wire protocol: a put is one UCP active message (id UCX_HCR_RVMA_AM_ID)
+ * Wire protocol: a put is one UCP active message (id UCX_RVMA_AM_ID)
  * whose user header is ucp_rvma_put_hdr_t and whose data is the put's data
  * (not sent with UCP_AM_SEND_FLAG_REPLY: in UCX 1.13.1 proto v2, such a
  * message crashes when it has to wait for resources; the header carries
@@ -31,20 +35,31 @@
  * message (id + 1) holding ucp_rvma_reply_hdr_t, which completes the
  * initiator's request with the target's verdict.
  *
- * Fast path (rvma_fast.c): where the active message lane has
+ * Fast path (the picture in rvma_fast.c): where the active message lane has
  * uct_ep_put_notify_zcopy(), the target leases each initiator a registered
- * ring; a put of up to UCX_HCR_RVMA_FAST_MAX bytes is then one
+ * ring; a put of up to UCX_RVMA_FAST_MAX bytes is then one
  * write-with-immediate of a ucp_rvma_rec_hdr_t, the data and a trailer word
  * into that ring. The target finds the record by polling the ring for the
  * trailer, or by the write's completion, and acknowledges the records in
  * batches: in the header of its own next fast put to the initiator, or else
  * by an ack message (ucp_rvma_ack_hdr_t) one progress round later. A put of
- * up to UCX_HCR_RVMA_READ_MAX bytes that is too large to copy is a record
+ * up to UCX_RVMA_READ_MAX bytes that is too large to copy is a record
  * naming the initiator's buffer instead (UCP_RVMA_REC_LENGTH_READ,
  * ucp_rvma_read_body_t), which the target reads from (rvma_read.c).
+ *
+ * Peers are not trusted. Every message is checked for its length and fields
+ * before use; an endpoint id is used only once the worker is found to have
+ * that endpoint (ucp_rvma_worker_ep_by_id()), and a reply only for a put
+ * that awaits it (its request id and seq). What no operation of ours can be
+ * told apart from a late message (an unknown id, a stale ack) is dropped
+ * with a debug line; what a broken peer sends about our operations fails
+ * them with UCS_ERR_IO_ERROR and an error line: a bad reply fails its put,
+ * a bad ack the fast path of its endpoint (ucp_rvma_lease_fail(): its puts
+ * in flight fail, the later ones go by active message).
  */
 
 #include <ucp/api/ucpx_rvma.h>
+#include <ucp/core/ucp_types.h>
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
 #include <ucs/datastruct/mpool.h>
@@ -53,7 +68,7 @@
 #include <uct/api/v2/uct_v2.h>
 
 
-/* Active message ids relative to UCX_HCR_RVMA_AM_ID */
+/* Active message ids relative to UCX_RVMA_AM_ID */
 enum {
     UCP_RVMA_AM_PUT       = 0, /* put, generic path */
     UCP_RVMA_AM_REPLY     = 1, /* its verdict */
@@ -85,12 +100,15 @@ typedef struct ucp_rvma_put_hdr {
     uint64_t req_id; /* initiator's request, echoed in the reply */
     uint64_t ep_id;  /* the target's endpoint to the initiator, for the
                         reply */
+    uint64_t seq; /* the initiator's number of the put, echoed in the
+                        reply: with req_id, it names this put only */
 } UCS_S_PACKED ucp_rvma_put_hdr_t;
 
 
 /* User header of a reply */
 typedef struct ucp_rvma_reply_hdr {
     uint64_t req_id;
+    uint64_t seq;
     int8_t   status; /* ucs_status_t */
 } UCS_S_PACKED ucp_rvma_reply_hdr_t;
 
@@ -212,6 +230,14 @@ struct ucp_rvma_win {
 
 KHASH_MAP_INIT_INT64(ucp_rvma_win, ucp_rvma_win_h);
 
+/* Initiator: the active message puts awaiting their reply, request id ->
+ * the put's seq (ucp_rvma_put_hdr_t) */
+KHASH_MAP_INIT_INT64(ucp_rvma_reply, uint64_t);
+
+/* Endpoints that peers named by a direct id (their address), found among
+ * the worker's endpoints */
+KHASH_SET_INIT_INT64(ucp_rvma_ep);
+
 typedef struct ucp_rvma_lease ucp_rvma_lease_t;
 KHASH_MAP_INIT_INT64(ucp_rvma_lease, ucp_rvma_lease_t*);
 
@@ -221,23 +247,27 @@ KHASH_MAP_INIT_INT64(ucp_rvma_lease, ucp_rvma_lease_t*);
 struct ucp_rvma_worker {
     ucp_worker_h       worker;
     unsigned           am_id;     /* first of the active message ids */
-    int                fast;      /* UCX_HCR_RVMA_FAST */
-    size_t             ring_size; /* UCX_HCR_RVMA_RING_SIZE */
-    size_t             fast_max;  /* UCX_HCR_RVMA_FAST_MAX */
-    size_t             read_max;  /* UCX_HCR_RVMA_READ_MAX */
+    int fast; /* UCX_RVMA_FAST */
+    size_t ring_size; /* UCX_RVMA_RING_SIZE */
+    size_t fast_max; /* UCX_RVMA_FAST_MAX */
+    size_t read_max; /* UCX_RVMA_READ_MAX */
     khash_t(ucp_rvma_win) wins;   /* open and closed windows by vaddr */
     khash_t(ucp_rvma_lease) leases; /* initiator: by endpoint */
     ucp_rvma_ring_t    *rings[UCP_RVMA_MAX_RINGS]; /* target: by ring id */
     unsigned           rings_end; /* target: no ring at this id or above
                                      (not lowered when rings go) */
     unsigned           num_rings;
-    int                ring_poll; /* UCX_HCR_RVMA_RING_POLL */
+    unsigned max_rings; /* UCX_RVMA_MAX_RINGS */
+    int ring_poll; /* UCX_RVMA_RING_POLL */
     ucs_list_link_t    ack_list;  /* target: rings owing an ack */
     uct_worker_cb_id_t ring_cb_id; /* polls the rings, ages the acks */
     ucs_mpool_t        buf_mp;    /* ucp_rvma_buf_t */
     ucs_mpool_t        msg_mp;    /* ucp_rvma_msg_t */
     ucs_queue_head_t   deferred;  /* puts waiting for their endpoint's
                                      wire-up (rvma_put.c) */
+    khash_t(ucp_rvma_reply) replies; /* initiator: puts awaiting a reply */
+    uint64_t put_seq; /* initiator: puts sent by message */
+    khash_t(ucp_rvma_ep) eps; /* endpoints peers named by a direct id */
     uct_worker_cb_id_t deferred_cb_id;
 };
 
@@ -283,21 +313,156 @@ typedef union ucp_rvma_msg {
         ucp_rvma_buf_t     *buf;
         ucp_ep_h           reply_ep;
         uint64_t           req_id;
+        uint64_t seq;
         size_t             length;
     } fetch;                      /* target: a rendezvous put being fetched */
     ucp_rvma_read_t        read;  /* target: a fast path put being read */
 } ucp_rvma_msg_t;
 
 
+typedef enum {
+    UCP_RVMA_LEASE_REQUESTED,
+    UCP_RVMA_LEASE_READY,
+    UCP_RVMA_LEASE_REFUSED, /* no fast path on this endpoint */
+    UCP_RVMA_LEASE_FAILED /* the target broke the protocol: no fast path
+                               any more; registrations kept until the
+                               endpoint goes */
+} ucp_rvma_lease_state_t;
+
+
+/* Initiator: the registration of a read record's buffer, kept until the
+ * target acknowledges the record */
+typedef struct ucp_rvma_lease_read {
+    uint32_t seq;
+    uct_mem_h memh;
+} ucp_rvma_lease_read_t;
+
+
+/* Initiator: a ring leased from the target of one endpoint */
+struct ucp_rvma_lease {
+    ucp_rvma_lease_state_t state;
+    uct_ep_h uct_ep; /* the lane it was leased for */
+    uct_md_h md; /* the lane's memory domain */
+    uct_component_h component;
+    uct_rkey_bundle_t rkey; /* the target's ring */
+    uint64_t raddr;
+    size_t size;
+    uint16_t ring_id;
+    void *staging; /* registered mirror of the ring */
+    uct_mem_h memh;
+    uint64_t head; /* bytes written, skips included */
+    uint64_t tail; /* bytes the target has consumed */
+    uint32_t seq; /* records written */
+    uint32_t acked_seq; /* records acknowledged */
+    uint64_t puts; /* sent by the fast path */
+    size_t read_min; /* puts read by the target: from */
+    size_t read_max; /* this size to this; 0: none */
+    size_t rkey_size; /* packed, in a read record */
+    ucp_rvma_lease_read_t reads[UCP_RVMA_LEASE_READS];
+    unsigned reads_head;
+    unsigned reads_tail;
+    ucp_rvma_ring_t *ring; /* the target leased us this one: its
+                                         acks ride on our records */
+    uint64_t req_id[UCP_RVMA_LEASE_INFLIGHT];
+};
+
+
+/* Bytes a record of length data bytes takes in a ring */
+static UCS_F_ALWAYS_INLINE size_t ucp_rvma_rec_size(size_t length)
+{
+    return ucs_align_up_pow2(sizeof(ucp_rvma_rec_hdr_t) + length +
+                                     sizeof(uint64_t),
+                             UCP_RVMA_RING_ALIGN);
+}
+
+/* A record's last 8 bytes. Never 0, which is what the target leaves where a
+ * trailer could be (ucp_rvma_ring_clear()). */
+static UCS_F_ALWAYS_INLINE uint64_t ucp_rvma_rec_trailer(uint32_t seq,
+                                                         size_t length)
+{
+    return UCS_BIT(63) | ((uint64_t)length << 32) | seq;
+}
+
+
+/* Acknowledgement owed by a ring: it waits a progress round for a record
+ * going back to carry it */
+typedef enum {
+    UCP_RVMA_ACK_NONE,
+    UCP_RVMA_ACK_OWED, /* since this progress round */
+    UCP_RVMA_ACK_OVERDUE /* since the last one: send it */
+} ucp_rvma_ack_state_t;
+
+
+/* Target: a ring leased to the initiator of one endpoint */
+struct ucp_rvma_ring {
+    ucp_rvma_worker_t *rw;
+    uint16_t id;
+    ucp_ep_h ep; /* to the initiator, for the acks */
+    uint64_t initiator_ep;
+    void *base;
+    size_t size;
+    uct_md_h md;
+    uct_mem_h memh;
+    uint64_t cons; /* bytes consumed, skips included */
+    uint64_t acked_cons;
+    uint32_t seq; /* records handled */
+    uint32_t notified; /* notifications handled */
+    uint32_t acked_seq;
+    uint8_t n_err;
+    ucp_rvma_ack_err_t err[UCP_RVMA_ACK_MAX_ERR];
+    ucp_rvma_lease_t *lease; /* our lease on the initiator's
+                                            ring: our records carry its
+                                            acks */
+    int ack_in_records; /* they may */
+    uint64_t ack_msgs; /* acks sent by message */
+    uint64_t ack_carried; /* acks carried by our records */
+    uint64_t taken_polled; /* records found by polling */
+    uint64_t taken_notified; /* records taken at completion */
+    ucp_rvma_read_t *read; /* the record being read, which
+                                            the records behind wait for */
+    size_t read_pos; /* its place in the ring */
+    size_t read_rec_size;
+    ucp_rvma_ack_state_t ack_owed; /* not NONE: in rw->ack_list */
+    ucs_list_link_t list;
+    unsigned dropped_reqs; /* lease requests dropped since */
+};
+
+
 /* rvma_worker.c */
 /* Ways this process's RVMA can break its protocol on purpose, so that the
  * test harness can check that a peer holds: a peer is never trusted */
 enum {
-    UCP_RVMA_FAULT_LEASE_REQ_AGAIN = UCS_BIT(0), /* initiator: ask for a ring
-                                                    UCP_RVMA_MAX_RINGS more
-                                                    times */
-    UCP_RVMA_FAULT_LEASE_NO_RKEY   = UCS_BIT(1) /* target: a lease without
-                                                    its rkey */
+    UCP_RVMA_FAULT_LEASE_REQ_AGAIN   = UCS_BIT(0), /* initiator: ask for a
+                                                       ring UCP_RVMA_MAX_RINGS
+                                                       more times */
+    UCP_RVMA_FAULT_LEASE_NO_RKEY     = UCS_BIT(1), /* target: a lease without
+                                                       its rkey */
+    UCP_RVMA_FAULT_LEASE_REQ_SHORT   = UCS_BIT(2), /* initiator: a lease
+                                                       request one byte
+                                                       short */
+    UCP_RVMA_FAULT_NOTIFY_NO_RING    = UCS_BIT(3), /* initiator: notify a ring
+                                                       id the target does not
+                                                       lease */
+    UCP_RVMA_FAULT_ACK_SHORT         = UCS_BIT(4), /* target: an ack message
+                                                       one byte short instead
+                                                       of the ack */
+    UCP_RVMA_FAULT_ACK_REPLAY        = UCS_BIT(5), /* target: the first ack
+                                                       message again after the
+                                                       second */
+    UCP_RVMA_FAULT_ACK_AHEAD         = UCS_BIT(6), /* target: an ack of one
+                                                       record more than
+                                                       written */
+    UCP_RVMA_FAULT_ACK_UNKNOWN_EP    = UCS_BIT(7), /* target: an ack naming an
+                                                       endpoint id the
+                                                       initiator does not
+                                                       have, before the ack */
+    UCP_RVMA_FAULT_REPLY_STATUS      = UCS_BIT(8), /* target: a reply with a
+                                                       status that is not one
+                                                       (UCS_INPROGRESS) */
+    UCP_RVMA_FAULT_REPLY_UNKNOWN_REQ = UCS_BIT(9) /* target: a reply naming
+                                                       a request the initiator
+                                                       does not have, before
+                                                       the reply */
 };
 
 /* Set by ucp_rvma_test_fault(); 0 outside the test harness */
@@ -305,9 +470,6 @@ extern unsigned ucp_rvma_faults;
 
 /* Break the protocol as 'faults' (UCP_RVMA_FAULT_*) says, once each */
 void ucp_rvma_test_fault(unsigned faults);
-
-/* Rings this worker leases to initiators (test harness) */
-unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
 
 void ucp_rvma_config_mark_used(void);
 
@@ -329,6 +491,17 @@ ucp_rvma_win_h ucp_rvma_worker_find_win(ucp_rvma_worker_t *rw, uint64_t vaddr);
 ucs_status_t ucp_rvma_worker_add_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win);
 
 void ucp_rvma_worker_remove_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win);
+
+ucs_status_t
+ucp_rvma_worker_ep_by_id(ucp_rvma_worker_t *rw, uint64_t id, ucp_ep_h *ep_p);
+
+void ucp_rvma_worker_ep_forget(ucp_rvma_worker_t *rw, ucp_ep_h ep);
+
+/* A status a peer sent: UCS_OK or an error UCX defines */
+static UCS_F_ALWAYS_INLINE int ucp_rvma_peer_status_valid(int status)
+{
+    return (status <= UCS_OK) && (status > UCS_ERR_LAST);
+}
 
 /* rvma_win.c: accounting for the target side */
 ucs_status_t ucp_rvma_win_accept(ucp_rvma_win_h win, uint64_t offset,
@@ -366,10 +539,8 @@ ucs_status_t ucp_rvma_put_reply_handler(void *arg, const void *header,
                                         const ucp_am_recv_param_t *param);
 
 /* rvma_fast.c */
-ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
-                               uint64_t req_id, uint64_t vaddr,
-                               uint64_t offset, const void *buffer,
-                               size_t length);
+/* Rings this worker leases to initiators (test harness) */
+unsigned ucp_rvma_test_num_rings(ucp_worker_h worker);
 
 ucs_status_t ucp_rvma_fast_init(ucp_rvma_worker_t *rw);
 
@@ -377,7 +548,63 @@ void ucp_rvma_fast_cleanup(ucp_rvma_worker_t *rw);
 
 void ucp_rvma_ep_cleanup(ucp_ep_h ep);
 
+const char *
+ucp_rvma_md_component_name(ucp_context_h context, ucp_md_index_t md_index);
+
+/* rvma_lease.c: initiator */
+ucs_status_t ucp_rvma_fast_put(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                               uint64_t req_id, uint64_t vaddr,
+                               uint64_t offset, const void *buffer,
+                               size_t length);
+
+ucp_rvma_lease_t *ucp_rvma_lease_find(ucp_rvma_worker_t *rw, ucp_ep_h ep);
+
+ucp_rvma_lease_t *ucp_rvma_lease_by_id(ucp_rvma_worker_t *rw, uint64_t ep_id,
+                                       ucp_rvma_lease_state_t state,
+                                       ucp_ep_h *ep_p);
+
+void ucp_rvma_lease_free(ucp_rvma_lease_t *lease);
+
+void ucp_rvma_lease_release_reads(ucp_rvma_lease_t *lease, uint32_t seq);
+
+void ucp_rvma_lease_fail(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                         ucp_rvma_lease_t *lease);
+
+ucs_status_t ucp_rvma_lease_handler(void *arg, const void *header,
+                                    size_t header_length, void *data,
+                                    size_t length,
+                                    const ucp_am_recv_param_t *param);
+
+/* rvma_ring.c: target */
+ucp_rvma_ring_t *ucp_rvma_ring_find(ucp_rvma_worker_t *rw, ucp_ep_h ep);
+
+void ucp_rvma_ring_destroy(ucp_rvma_ring_t *ring);
+
 void ucp_rvma_ring_read_done(ucp_rvma_ring_t *ring, ucs_status_t status);
+
+ucs_status_t ucp_rvma_lease_req_handler(void *arg, const void *header,
+                                        size_t header_length, void *data,
+                                        size_t length,
+                                        const ucp_am_recv_param_t *param);
+
+/* rvma_ack.c: target */
+void ucp_rvma_ring_acked(ucp_rvma_ring_t *ring);
+
+ucs_status_t ucp_rvma_ring_ack(ucp_rvma_ring_t *ring);
+
+void ucp_rvma_ring_ack_owed(ucp_rvma_ring_t *ring);
+
+unsigned ucp_rvma_ack_progress(ucp_rvma_worker_t *rw);
+
+/* rvma_ack.c: initiator */
+void ucp_rvma_lease_ack(ucp_rvma_worker_t *rw, ucp_ep_h ep,
+                        ucp_rvma_lease_t *lease, uint64_t cons, uint32_t seq,
+                        unsigned n_err, const ucp_rvma_ack_err_t *err);
+
+ucs_status_t ucp_rvma_ack_handler(void *arg, const void *header,
+                                  size_t header_length, void *data,
+                                  size_t length,
+                                  const ucp_am_recv_param_t *param);
 
 /* rvma_read.c */
 ucs_status_t ucp_rvma_read_pack(uct_md_h md, const void *buffer,

@@ -20,7 +20,7 @@
 
 
 /*
- * The initiator. ucp_rvma_put_nbx() tries the fast path first (rvma_fast.c:
+ * The initiator. ucp_rvma_put_nbx() tries the fast path first (rvma_lease.c:
  * one write-with-immediate, the request completes with the target's ack).
  * Otherwise it sends one active message, and the request completes after two
  * events: the active message's local completion (the buffer may be reused)
@@ -56,7 +56,15 @@ static const ucp_proto_config_t ucp_rvma_put_proto_config = {
 
 static void ucp_rvma_put_complete(ucp_request_t *req)
 {
-    ucs_status_t status = req->send.state.uct_comp.status;
+    ucs_status_t status   = req->send.state.uct_comp.status;
+    ucp_rvma_worker_t *rw = req->send.ep->worker->rvma;
+    khiter_t iter;
+
+    /* a reply that comes later is for no put */
+    iter = kh_get(ucp_rvma_reply, &rw->replies, ucp_send_request_get_id(req));
+    if (iter != kh_end(&rw->replies)) {
+        kh_del(ucp_rvma_reply, &rw->replies, iter);
+    }
 
     ucs_trace_req("rvma put request %p completed: %s", req,
                   ucs_status_string(status));
@@ -111,6 +119,9 @@ ucs_status_t ucp_rvma_put_reply_handler(void *arg, const void *header,
 {
     ucp_rvma_worker_t *rw           = arg;
     const ucp_rvma_reply_hdr_t *hdr = header;
+    ucs_status_t status;
+    khiter_t iter;
+    int awaited;
 
     if (header_length != sizeof(*hdr)) {
         ucs_error("worker %p: malformed RVMA reply (header %zu bytes) dropped",
@@ -118,7 +129,29 @@ ucs_status_t ucp_rvma_put_reply_handler(void *arg, const void *header,
         return UCS_OK;
     }
 
-    ucp_rvma_put_event(rw->worker, hdr->req_id, (ucs_status_t)hdr->status, 0);
+    /* only the reply of a put that awaits it, once: the request id alone
+     * may name another request of UCP's, or a later put at the same
+     * address */
+    iter    = kh_get(ucp_rvma_reply, &rw->replies, hdr->req_id);
+    awaited = (iter != kh_end(&rw->replies)) &&
+              (kh_value(&rw->replies, iter) == hdr->seq);
+    if (!awaited) {
+        ucs_debug("worker %p: RVMA reply for no put awaiting one (request "
+                  "0x%" PRIx64 ", put %" PRIu64 ") dropped",
+                  rw->worker, hdr->req_id, hdr->seq);
+        return UCS_OK;
+    }
+    kh_del(ucp_rvma_reply, &rw->replies, iter);
+
+    status = (ucs_status_t)hdr->status;
+    if (!ucp_rvma_peer_status_valid(hdr->status)) {
+        ucs_error("worker %p: RVMA reply to put %" PRIu64 " has status %d, "
+                  "which UCX does not define: the put fails",
+                  rw->worker, hdr->seq, hdr->status);
+        status = UCS_ERR_IO_ERROR;
+    }
+
+    ucp_rvma_put_event(rw->worker, hdr->req_id, status, 0);
     return UCS_OK;
 }
 
@@ -219,7 +252,8 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
     ucs_status_t status;
     ucp_rvma_msg_t *msg;
     ucp_request_t *req;
-    int ready;
+    khiter_t iter;
+    int ready, kh_ret;
 
     if ((param->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE) &&
         (param->datatype != ucp_dt_make_contig(1))) {
@@ -284,9 +318,18 @@ ucs_status_ptr_t ucp_rvma_put_nbx(ucp_ep_h ep, uint64_t vaddr, size_t offset,
     msg->put.hdr.vaddr  = vaddr;
     msg->put.hdr.offset = offset;
     msg->put.hdr.req_id = ucp_send_request_get_id(req);
+    msg->put.hdr.seq    = ++rw->put_seq;
     msg->put.ep         = ep;
     msg->put.buffer     = buffer;
     msg->put.length     = length;
+
+    iter = kh_put(ucp_rvma_reply, &rw->replies, msg->put.hdr.req_id, &kh_ret);
+    if (kh_ret == UCS_KH_PUT_FAILED) {
+        ucp_rvma_put_event(worker, msg->put.hdr.req_id, UCS_ERR_NO_MEMORY, 1);
+        ucs_mpool_put(msg);
+        goto out;
+    }
+    kh_value(&rw->replies, iter) = msg->put.hdr.seq;
 
     ucs_trace_req("rvma put request %p: %zu bytes to 0x%" PRIx64 "+%zu on ep "
                   "%p", req, length, vaddr, offset, ep);

@@ -20,7 +20,7 @@
 /*
  * Fast path puts too large to copy through a ring (rvma_fast.c). Copying a
  * put into the initiator's staging ring and out of the target's ring costs
- * two passes over the data besides the transfer; above UCX_HCR_RVMA_FAST_MAX
+ * two passes over the data besides the transfer; above UCX_RVMA_FAST_MAX
  * bytes that is most of the put's time. Such a put is instead a small record
  * in the ring that names the initiator's buffer (its address, length and
  * packed remote key, registered through the memory domain's registration

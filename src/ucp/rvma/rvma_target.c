@@ -25,14 +25,40 @@
  * (rvma_read.c), and acknowledges them in batches instead.
  */
 
+/* Test only: break the reply as ucp_rvma_faults says */
+static void ucp_rvma_target_reply_fault(ucp_rvma_worker_t *rw,
+                                        ucp_ep_h reply_ep,
+                                        ucp_rvma_reply_hdr_t *reply)
+{
+    ucp_rvma_reply_hdr_t other = *reply;
+
+    if (ucp_rvma_faults & UCP_RVMA_FAULT_REPLY_UNKNOWN_REQ) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_REPLY_UNKNOWN_REQ;
+        other.req_id += 64; /* inside the request, if it is its address */
+        (void)ucp_rvma_worker_send_ctl(rw, reply_ep, UCP_RVMA_AM_REPLY, &other,
+                                       sizeof(other), NULL, 0);
+    }
+
+    if (ucp_rvma_faults & UCP_RVMA_FAULT_REPLY_STATUS) {
+        ucp_rvma_faults &= ~UCP_RVMA_FAULT_REPLY_STATUS;
+        reply->status = UCS_INPROGRESS;
+    }
+}
+
 static void ucp_rvma_target_reply(ucp_rvma_worker_t *rw, ucp_ep_h reply_ep,
-                                  uint64_t req_id, ucs_status_t status)
+                                  uint64_t req_id, uint64_t seq,
+                                  ucs_status_t status)
 {
     ucp_rvma_reply_hdr_t reply;
     ucs_status_t ret;
 
     reply.req_id = req_id;
+    reply.seq    = seq;
     reply.status = status;
+    if (ucs_unlikely(ucp_rvma_faults & (UCP_RVMA_FAULT_REPLY_STATUS |
+                                        UCP_RVMA_FAULT_REPLY_UNKNOWN_REQ))) {
+        ucp_rvma_target_reply_fault(rw, reply_ep, &reply);
+    }
     ret = ucp_rvma_worker_send_ctl(rw, reply_ep, UCP_RVMA_AM_REPLY, &reply,
                                    sizeof(reply), NULL, 0);
     if (UCS_STATUS_IS_ERR(ret)) {
@@ -52,7 +78,7 @@ static void ucp_rvma_fetch_done(void *request, ucs_status_t status,
     ucp_rvma_win_placed(win, msg->fetch.buf, msg->fetch.length, status);
     if (status == UCS_OK) {
         ucp_rvma_target_reply(rw, msg->fetch.reply_ep, msg->fetch.req_id,
-                              UCS_OK);
+                              msg->fetch.seq, UCS_OK);
     }
 
     if ((--win->refcount == 0) && win->destroyed) {
@@ -76,7 +102,8 @@ ucp_rvma_target_fetch(ucp_rvma_worker_t *rw, ucp_rvma_win_h win,
     msg = ucs_mpool_get(&rw->msg_mp);
     if (msg == NULL) {
         ucp_rvma_win_placed(win, buf, length, UCS_ERR_NO_MEMORY);
-        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, UCS_ERR_NO_MEMORY);
+        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, hdr->seq,
+                              UCS_ERR_NO_MEMORY);
         return UCS_ERR_NO_MEMORY;
     }
 
@@ -84,6 +111,7 @@ ucp_rvma_target_fetch(ucp_rvma_worker_t *rw, ucp_rvma_win_h win,
     msg->fetch.buf      = buf;
     msg->fetch.reply_ep = reply_ep;
     msg->fetch.req_id   = hdr->req_id;
+    msg->fetch.seq      = hdr->seq;
     msg->fetch.length   = length;
     ++win->refcount;
 
@@ -173,8 +201,7 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
         return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
     }
 
-    if (ucp_worker_get_ep_by_id(rw->worker, hdr->ep_id, &reply_ep) !=
-        UCS_OK) {
+    if (ucp_rvma_worker_ep_by_id(rw, hdr->ep_id, &reply_ep) != UCS_OK) {
         /* the initiator's endpoint is gone: nobody to answer or to fetch
          * from */
         ucs_debug("worker %p: RVMA put from unknown endpoint id 0x%" PRIx64
@@ -185,7 +212,7 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
     if (!rndv) {
         status = ucp_rvma_target_place(rw, hdr->vaddr, hdr->offset, data,
                                        length);
-        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, status);
+        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, hdr->seq, status);
         return UCS_OK;
     }
 
@@ -195,7 +222,7 @@ ucs_status_t ucp_rvma_target_put_handler(void *arg, const void *header,
         /* a refused rendezvous is not fetched: UCP completes its send with
          * UCS_OK, and the reply alone carries the verdict, so that the
          * request sees exactly one error whichever arrives first */
-        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id,
+        ucp_rvma_target_reply(rw, reply_ep, hdr->req_id, hdr->seq,
                               (status == UCS_ERR_NO_PROGRESS) ? UCS_OK :
                                                                 status);
         return UCS_OK;

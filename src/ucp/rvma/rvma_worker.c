@@ -10,8 +10,10 @@
 
 #include "rvma.h"
 
-#include <ucp/core/ucp_worker.h>
 #include <ucp/core/ucp_context.h>
+#include <ucp/core/ucp_ep.inl>
+#include <ucp/core/ucp_worker.h>
+#include <ucp/core/ucp_worker.inl>
 #include <ucs/calib/calib.h>
 #include <ucs/config/field_types.h>
 #include <ucs/debug/log.h>
@@ -31,10 +33,36 @@ typedef struct ucp_rvma_config {
     size_t   fast_max;
     size_t   read_max;
     int      ring_poll;
+    unsigned max_rings;
 } ucp_rvma_config_t;
 
 static ucs_config_field_t ucp_rvma_config_table[] = {
-        {"AM_ID", "4000",
+        /* the names of ucx-hcr 0.x, until the next release */
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_AM_ID", "RVMA_AM_ID", "4000",
+                                 ucs_offsetof(ucp_rvma_config_t, am_id),
+                                 UCS_CONFIG_TYPE_UINT_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_FAST", "RVMA_FAST", "y",
+                                 ucs_offsetof(ucp_rvma_config_t, fast),
+                                 UCS_CONFIG_TYPE_BOOL),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_RING_SIZE", "RVMA_RING_SIZE", "256k",
+                                 ucs_offsetof(ucp_rvma_config_t, ring_size),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_FAST_MAX", "RVMA_FAST_MAX", "16k",
+                                 ucs_offsetof(ucp_rvma_config_t, fast_max),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_READ_MAX", "RVMA_READ_MAX", "inf",
+                                 ucs_offsetof(ucp_rvma_config_t, read_max),
+                                 UCS_CONFIG_TYPE_MEMUNITS_STRICT),
+
+        UCS_CONFIG_RENAMED_FIELD("HCR_RVMA_RING_POLL", "RVMA_RING_POLL", "y",
+                                 ucs_offsetof(ucp_rvma_config_t, ring_poll),
+                                 UCS_CONFIG_TYPE_BOOL),
+
+        {"RVMA_AM_ID", "4000",
          "First of the five consecutive UCP active message ids that RVMA "
          "puts,\n"
          "their replies and the fast path's control messages use "
@@ -43,42 +71,42 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
          "target must use the same value.",
          ucs_offsetof(ucp_rvma_config_t, am_id), UCS_CONFIG_TYPE_UINT_STRICT},
 
-        {"FAST", "y",
+        {"RVMA_FAST", "y",
          "Fast path where the active message lane can put with notification\n"
          "(hcr): each initiator gets a registered ring in the target, and a "
          "put\n"
-         "of up to FAST_MAX bytes is one write-with-immediate into it, copied\n"
-         "into the posted buffer by the target's progress and acknowledged in\n"
-         "batches. A target with FAST=n refuses the rings.",
+         "of up to RVMA_FAST_MAX bytes is one write-with-immediate into it,\n"
+         "copied into the posted buffer by the target's progress and\n"
+         "acknowledged in batches. A target with RVMA_FAST=n refuses the "
+         "rings.",
          ucs_offsetof(ucp_rvma_config_t, fast), UCS_CONFIG_TYPE_BOOL},
 
-        {"RING_SIZE", "256k",
+        {"RVMA_RING_SIZE", "256k",
          "Size of the ring a target leases to each initiator for fast path "
          "puts\n"
          "(registered memory on both sides).",
          ucs_offsetof(ucp_rvma_config_t, ring_size),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"FAST_MAX", "16k",
+        {"RVMA_FAST_MAX", "16k",
          "Largest put that the fast path copies into the ring. At most a "
          "quarter\n"
-         "of RING_SIZE.",
+         "of RVMA_RING_SIZE.",
          ucs_offsetof(ucp_rvma_config_t, fast_max),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"READ_MAX", "inf",
+        {"RVMA_READ_MAX", "inf",
          "Largest put that the fast path sends as a record naming the\n"
          "initiator's buffer (registered through the registration cache), "
          "from\n"
          "which the target reads the data straight into the posted buffer: no\n"
-         "copy on either side. It applies to puts larger than FAST_MAX; with "
-         "0,\n"
-         "or where the lane cannot read, they and any put that finds the ring\n"
-         "full take the active message path.",
+         "copy on either side. It applies to puts larger than RVMA_FAST_MAX;\n"
+         "with 0, or where the lane cannot read, they and any put that finds\n"
+         "the ring full take the active message path.",
          ucs_offsetof(ucp_rvma_config_t, read_max),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
-        {"RING_POLL", "y",
+        {"RVMA_RING_POLL", "y",
          "Find fast path records by polling the rings, as soon as a record's\n"
          "last bytes have landed, instead of waiting for the write's receive\n"
          "completion. This needs the last bytes of one RDMA write to land "
@@ -88,6 +116,16 @@ static ucs_config_field_t ucp_rvma_config_table[] = {
          "n,\n"
          "records are taken only at their completion.",
          ucs_offsetof(ucp_rvma_config_t, ring_poll), UCS_CONFIG_TYPE_BOOL},
+
+        {"RVMA_MAX_RINGS", "64",
+         "Most rings a target leases at a time, one per initiator endpoint; "
+         "each\n"
+         "pins RVMA_RING_SIZE bytes in the target and as much in the "
+         "initiator.\n"
+         "The puts of an initiator that finds them all taken go by active\n"
+         "message. At most 256; 0 leases none.",
+         ucs_offsetof(ucp_rvma_config_t, max_rings),
+         UCS_CONFIG_TYPE_UINT_STRICT},
 
         {NULL}};
 
@@ -99,10 +137,16 @@ static ucs_mpool_ops_t ucp_rvma_mpool_ops = {
     .obj_str       = NULL
 };
 
-UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)",
-                          "HCR_RVMA_", ucp_rvma_config_t,
-                          &ucs_config_global_list)
+UCS_CONFIG_REGISTER_TABLE(ucp_rvma_config_table, "RVMA put (experimental)", "",
+                          ucp_rvma_config_t, &ucs_config_global_list)
 
+
+unsigned ucp_rvma_faults = 0;
+
+void ucp_rvma_test_fault(unsigned faults)
+{
+    ucp_rvma_faults = faults;
+}
 
 void ucp_rvma_config_mark_used(void)
 {
@@ -111,8 +155,7 @@ void ucp_rvma_config_mark_used(void)
     /* parsing notes the variables as used; errors are reported when RVMA
      * reads them for real, in ucp_rvma_worker_create() */
     if (ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
-                                    UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
-                                    1) == UCS_OK) {
+                                    UCS_DEFAULT_ENV_PREFIX, "", 1) == UCS_OK) {
         ucs_config_parser_release_opts(&config, ucp_rvma_config_table);
     }
 }
@@ -148,15 +191,21 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
     }
 
     status = ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
-                                         UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
-                                         0);
+                                         UCS_DEFAULT_ENV_PREFIX, "", 0);
     if (status != UCS_OK) {
         return status;
     }
 
     if (config.am_id > (UINT16_MAX - UCP_RVMA_AM_COUNT)) {
-        ucs_error("UCX_HCR_RVMA_AM_ID=%u: must be at most %u", config.am_id,
+        ucs_error("UCX_RVMA_AM_ID=%u: must be at most %u", config.am_id,
                   UINT16_MAX - UCP_RVMA_AM_COUNT);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out_release_config;
+    }
+
+    if (config.max_rings > UCP_RVMA_MAX_RINGS) {
+        ucs_error("UCX_RVMA_MAX_RINGS=%u: must be at most %u", config.max_rings,
+                  (unsigned)UCP_RVMA_MAX_RINGS);
         status = UCS_ERR_INVALID_PARAM;
         goto out_release_config;
     }
@@ -169,7 +218,7 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
         /* sizes as given: "auto" and "inf", not their numeric codes */
         ucs_memunits_to_str(config.ring_size, ring_str, sizeof(ring_str));
         ucs_memunits_to_str(config.fast_max, fast_str, sizeof(fast_str));
-        ucs_error("UCX_HCR_RVMA_RING_SIZE=%s, UCX_HCR_RVMA_FAST_MAX=%s: "
+        ucs_error("UCX_RVMA_RING_SIZE=%s, UCX_RVMA_FAST_MAX=%s: "
                   "the ring must be a multiple of %d bytes, at most %zu, "
                   "and at least 4 times FAST_MAX",
                   ring_str, fast_str, UCP_RVMA_RING_ALIGN,
@@ -191,8 +240,11 @@ static ucs_status_t ucp_rvma_worker_create(ucp_worker_h worker,
     rw->fast_max       = config.fast_max;
     rw->read_max       = config.read_max;
     rw->ring_poll      = config.ring_poll;
+    rw->max_rings      = config.max_rings;
     rw->deferred_cb_id = UCS_CALLBACKQ_ID_NULL;
     kh_init_inplace(ucp_rvma_win, &rw->wins);
+    kh_init_inplace(ucp_rvma_reply, &rw->replies);
+    kh_init_inplace(ucp_rvma_ep, &rw->eps);
     ucs_queue_head_init(&rw->deferred);
 
     status = ucs_mpool_init(&rw->buf_mp, 0, sizeof(ucp_rvma_buf_t), 0,
@@ -236,6 +288,8 @@ err_msg_mp:
 err_buf_mp:
     ucs_mpool_cleanup(&rw->buf_mp, 0);
 err_free:
+    kh_destroy_inplace(ucp_rvma_ep, &rw->eps);
+    kh_destroy_inplace(ucp_rvma_reply, &rw->replies);
     kh_destroy_inplace(ucp_rvma_win, &rw->wins);
     ucs_free(rw);
 out_release_config:
@@ -282,6 +336,8 @@ void ucp_rvma_worker_cleanup(ucp_worker_h worker)
     })
 
     kh_destroy_inplace(ucp_rvma_win, &rw->wins);
+    kh_destroy_inplace(ucp_rvma_ep, &rw->eps);
+    kh_destroy_inplace(ucp_rvma_reply, &rw->replies);
     ucs_mpool_cleanup(&rw->msg_mp, 1);
     ucs_mpool_cleanup(&rw->buf_mp, 0);
     ucs_free(rw);
@@ -366,14 +422,54 @@ void ucp_rvma_worker_remove_win(ucp_rvma_worker_t *rw, ucp_rvma_win_h win)
     }
 }
 
+/* The endpoint a peer's message names by its id, if this worker has it.
+ * UCP takes a direct id for the endpoint's address, which a broken or
+ * malicious peer could make anything: such an id is used only once it is
+ * found among the worker's endpoints (remembered until the endpoint goes,
+ * ucp_rvma_worker_ep_forget()). An indirect id UCP looks up safely. */
+ucs_status_t
+ucp_rvma_worker_ep_by_id(ucp_rvma_worker_t *rw, uint64_t id, ucp_ep_h *ep_p)
+{
+    ucp_ep_ext_gen_t *ep_ext;
+    int ret;
+
+    if (id == UCS_PTR_MAP_KEY_INVALID) {
+        return UCS_ERR_NO_ELEM;
+    } else if (ucs_ptr_map_key_indirect(id)) {
+        return ucp_worker_get_ep_by_id(rw->worker, id, ep_p);
+    } else if (kh_get(ucp_rvma_ep, &rw->eps, id) != kh_end(&rw->eps)) {
+        *ep_p = (ucp_ep_h)id;
+        return UCS_OK;
+    }
+
+    ucs_list_for_each(ep_ext, &rw->worker->all_eps, ep_list) {
+        if ((uintptr_t)ucp_ep_from_ext_gen(ep_ext) == id) {
+            /* without memory, found again by the next message */
+            (void)kh_put(ucp_rvma_ep, &rw->eps, id, &ret);
+            *ep_p = (ucp_ep_h)id;
+            return UCS_OK;
+        }
+    }
+
+    return UCS_ERR_NO_ELEM;
+}
+
+void ucp_rvma_worker_ep_forget(ucp_rvma_worker_t *rw, ucp_ep_h ep)
+{
+    khiter_t iter = kh_get(ucp_rvma_ep, &rw->eps, (uintptr_t)ep);
+
+    if (iter != kh_end(&rw->eps)) {
+        kh_del(ucp_rvma_ep, &rw->eps, iter);
+    }
+}
+
 /* Parse the variables once when libucp loads, so that ucp_init() does not
  * warn about them as unused */
 UCS_STATIC_INIT {
     ucp_rvma_config_t config;
 
     if (ucs_config_parser_fill_opts(&config, ucp_rvma_config_table,
-                                    UCS_DEFAULT_ENV_PREFIX, "HCR_RVMA_",
-                                    0) == UCS_OK) {
+                                    UCS_DEFAULT_ENV_PREFIX, "", 0) == UCS_OK) {
         ucs_config_parser_release_opts(&config, ucp_rvma_config_table);
     }
 }

@@ -17,9 +17,9 @@
 #include <arpa/inet.h>
 
 
-/* Filled when the module loads, from rc_verbs' own (uct_hcr_init_module) */
+/* Filled when the module loads, from rc_verbs' own (uct_hcr_init_module);
+ * the internal operations are rc_verbs' as they are */
 static uct_iface_ops_t uct_hcr_iface_tl_ops;
-static uct_rc_iface_ops_t uct_hcr_iface_ops;
 
 
 static ucs_config_field_t uct_hcr_iface_config_table[] = {
@@ -146,7 +146,7 @@ static UCS_CLASS_INIT_FUNC(uct_hcr_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_config_t *tl_config)
 {
     UCS_CLASS_CALL_SUPER_INIT(uct_rc_verbs_iface_t, &uct_hcr_iface_tl_ops,
-                              &uct_hcr_iface_ops, tl_md, worker, params,
+                              &uct_rc_verbs_iface_ops, tl_md, worker, params,
                               tl_config);
 
     self->super.super.progress = uct_hcr_iface_progress;
@@ -181,10 +181,7 @@ static void uct_hcr_init_module(void)
     uct_hcr_iface_tl_ops.iface_close = UCS_CLASS_DELETE_FUNC_NAME(
             uct_hcr_iface_t);
     uct_hcr_iface_tl_ops.iface_query = uct_hcr_iface_query;
-
-    uct_hcr_iface_ops = uct_rc_verbs_iface_ops;
-    uct_hcr_iface_ops.super.super.ep_put_notify_zcopy =
-            uct_hcr_ep_put_notify_zcopy;
+    uct_hcr_iface_tl_ops.ep_put_notify_zcopy = uct_hcr_ep_put_notify_zcopy;
 
     uct_ib_md_open_hook = uct_hcr_calib_md_open;
 }

@@ -78,9 +78,9 @@ have_verbs=0
 if [ -n "$sv" ] && have_transport hcr $sv; then
     have_verbs=1
 else
-    skipped+=("hcr, rc_verbs, the host's model and the protocol's choice:" \
-              "no verbs device (softverbs is not installed in" \
-              "$UCX_HCR_PREFIX/lib, or offers no device)")
+    why="no verbs device (softverbs is not installed in $UCX_HCR_PREFIX/lib"
+    why+=", or offers no device)"
+    skipped+=("hcr, rc_verbs, the host's model and the protocol's choice: $why")
 fi
 
 echo "ucx-hcr demo ($mode): $("$UCX_HCR_PREFIX/bin/ucx_info" -v |
@@ -92,7 +92,7 @@ if [ $have_verbs = 1 ]; then
     cases+=("hcr|$sv UCX_TLS=hcr" "rc_verbs|$sv UCX_TLS=rc_v")
 fi
 cases+=("shm|UCX_TLS=shm")
-if [ "$mode" = full ]; then
+if [ "$mode" = full ] || [ $have_verbs = 0 ]; then
     cases+=("tcp|UCX_TLS=tcp")
 fi
 
@@ -192,7 +192,7 @@ then
     skipped+=("RVMA: bench/rvma-lat.c did not build: $(head -n1 "$tmp/cc.err")")
 else
     # shellcheck disable=SC2086
-    for r in $(seq "$runs"); do
+    for r in $(seq "$runs_mib"); do
         env $rvma_env timeout 120 "$tmp/rvma-lat" -n 300 -m 2000 -p 1 \
             2> /dev/null | grep '^lat ' || true
     done > "$out/rvma.dat"
@@ -370,12 +370,12 @@ if [ -n "$row" ]; then
 fi
 if [ -n "$rvma" ]; then
     echo
-    r8=$(rvma_med 8 3); f8=$(rvma_med 8 4)
+    r8=$(rvma_med 64 3); f8=$(rvma_med 64 4)
     r4k=$(rvma_med 4096 3); f4k=$(rvma_med 4096 4)
     echo "4. RVMA on $rvma_tls: until the target knows its data is there" \
-         "(half round trip, us, median):"
+         "(half round trip, us, median of $runs_mib):"
     printf '   %-8s %12s %22s %8s\n' size "RVMA put" "put + flush + tag" ratio
-    printf '   %-8s %12s %22s %8s\n' "8 B" "$r8" "$f8" "$(ratio "$r8" "$f8")"
+    printf '   %-8s %12s %22s %8s\n' "64 B" "$r8" "$f8" "$(ratio "$r8" "$f8")"
     printf '   %-8s %12s %22s %8s\n' "4 KiB" "$r4k" "$f4k" "$(ratio "$r4k" "$f4k")"
     echo "   (one ucp_rvma_put_nbx() into a receiver-managed window against" \
          "the put, flush and tag"

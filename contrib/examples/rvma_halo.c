@@ -12,7 +12,13 @@
  *
  * The result is checked against a serial run of the same stencil.
  *
- *   cc rvma_halo.c -lucp -lucs && UCX_TLS=tcp ./a.out [ranks] [steps]
+ * Installed in <prefix>/share/ucx/examples. With P the prefix (e.g.
+ * build/install), build and run it on one host (the ranks are forked
+ * processes):
+ *
+ *   cc -o rvma_halo rvma_halo.c -I$P/include -L$P/lib -Wl,-rpath,$P/lib \
+ *      -lucp -lucs -lm
+ *   UCX_TLS=tcp ./rvma_halo [ranks 2..8, default 3] [steps, default 100]
  */
 #include <ucp/api/ucp.h>
 #include <ucp/api/ucpx_rvma.h>

@@ -6,9 +6,14 @@
  * checks it. Nothing in it knows about ucx-hcr: the transport is chosen by
  * the environment (UCX_TLS), as for any UCX program.
  *
- *   cc -o ucp_tag_pair ucp_tag_pair.c -lucp -lucs
+ * Installed in <prefix>/share/ucx/examples. With P the prefix (e.g.
+ * build/install):
+ *
+ *   cc -o ucp_tag_pair ucp_tag_pair.c -I$P/include -L$P/lib -lucp -lucs
  *   ./ucp_tag_pair [-p PORT] [-s SIZE] [-n COUNT]          # server
  *   ./ucp_tag_pair [-p PORT] [-s SIZE] [-n COUNT] HOST     # client
+ *
+ * run as the README's "Using the build with an existing program" says.
  *
  * Defaults: port 13338, 1 MiB, 10 messages. Both sides print one line and
  * exit 0 when every byte arrived as sent.

@@ -43,3 +43,18 @@ TH_TEST_TIMEOUT(readme, recipe_tcp, 150)
 {
     readme_recipe("tcp");
 }
+
+/* the installed examples build with their header's own command and run */
+TH_TEST_TIMEOUT(readme, examples_build_and_run, 150)
+{
+    char *out = NULL;
+    int status;
+
+    status = th_run_cmd(&out,
+                        "TH_PREFIX='%s' timeout -k 10 120 bash "
+                        "'%s/test/docs/run-examples.sh' 2>&1",
+                        th_prefix(), TH_SRCDIR);
+    th_log("%s", out);
+    TH_ASSERT_EQ(status, 0);
+    free(out);
+}

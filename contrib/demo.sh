@@ -158,17 +158,18 @@ done
 step_done "${#cases[@]} transports, $runs_mib runs each"
 
 # ---- 3. the protocol's choice ---------------------------------------------
+path_counts() { # path_counts LOG: "sppln 67, zcopy 2" from the info lines
+    { grep -o 'bytes path [a-z]*' "$1" 2> /dev/null || true; } |
+        awk '{ n[$3]++ } END { for (p in n) printf "%s %d, ", p, n[p] }' |
+        sed 's/, $//'
+}
 step 3 "what the protocol chose for hcr's first sends"
 row=
 if [ $have_verbs = 1 ] && [ -f "$out/hcr-$mib-first.log" ]; then
     row=$(grep -m1 'cached:' "$out/hcr-$mib-first.log" |
           sed 's/^.*\] *//; s/  */ /g') || row=
-    paths_first=$(grep -o 'bytes path [a-z]*' "$out/hcr-$mib-first.log" |
-                  awk '{ n[$3]++ } END { for (p in n) printf "%s %d, ", p, n[p] }' |
-                  sed 's/, $//')
-    paths_reused=$(grep -o 'bytes path [a-z]*' "$out/hcr-$mib-reused.log" |
-                   awk '{ n[$3]++ } END { for (p in n) printf "%s %d, ", p, n[p] }' |
-                   sed 's/, $//')
+    paths_first=$(path_counts "$out/hcr-$mib-first.log")
+    paths_reused=$(path_counts "$out/hcr-$mib-reused.log")
     step_done
 else
     step_done "skipped: no hcr"
@@ -192,7 +193,7 @@ then
     skipped+=("RVMA: bench/rvma-lat.c did not build: $(head -n1 "$tmp/cc.err")")
 else
     # shellcheck disable=SC2086
-    for r in $(seq "$runs_mib"); do
+    for _ in $(seq "$runs_mib"); do
         env $rvma_env timeout 120 "$tmp/rvma-lat" -n 300 -m 2000 -p 1 \
             2> /dev/null | grep '^lat ' || true
     done > "$out/rvma.dat"
@@ -310,7 +311,7 @@ echo
 echo "==== what ucx-hcr does on this host ($(nproc) cores, load" \
      "$(cut -d' ' -f1-3 /proc/loadavg), $(uname -r)) ===="
 if [ -n "$calib" ]; then
-    copy_large=$(grep '^copy_bw_' "$calib" | tail -n1)
+    copy_large=$({ grep '^copy_bw_' "$calib" || true; } | tail -n1)
     echo
     echo "1. What a first send costs here (the model hcr measured; ucx_hcr_calib):"
     echo "   pinning     $(us "$(cval reg_resident_c)") us + $(pg "$(cval reg_resident_m)")" \

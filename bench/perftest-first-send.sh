@@ -2,7 +2,9 @@
 # First send beside reused send with UCX's own benchmark: ucx_perftest -t
 # tag_bw with -F (glue 0016: every message from and into memory mapped for
 # it, the sender writing its data first) and without (one buffer reused),
-# on hcr, rc_verbs (UCX_TLS=rc_v), tcp and shared memory (UCX_TLS=shm).
+# on hcr, rc_verbs (UCX_TLS=rc_v), tcp and shared memory (UCX_TLS=shm, with
+# UCX 1.13.1's default protocols, v1: with 32 sends in flight its protocols
+# v2 stall about 16 ms per message in about half of the runs).
 # RUNS rounds (default 5), every configuration once per round, so that the
 # host's drift spreads over all of them; the table shows the median over
 # the rounds of perftest's overall MB/s, first / reused for each transport,
@@ -25,7 +27,7 @@ declare -A cfg=(
     [hcr]="$sv UCX_TLS=hcr"
     [rc_verbs]="$sv UCX_TLS=rc_v"
     [tcp]="UCX_TLS=tcp"
-    [shm]="UCX_TLS=shm"
+    [shm]="UCX_TLS=shm UCX_PROTO_ENABLE=n"
 )
 names="hcr rc_verbs tcp shm"
 export UCX_WARN_UNUSED_ENV_VARS=n
@@ -66,6 +68,7 @@ ratio() {
          --short HEAD 2>/dev/null || echo '?'), $(nproc) cores" \
          "($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1))," \
          "$(uname -r)"
+    echo "# shm: UCX_TLS=shm UCX_PROTO_ENABLE=n (UCX 1.13.1's default protocols)"
     echo "# load average at the start $load_start, at the end $load_end" \
          "${SOFTVERBS_REG_COST_US:+(SOFTVERBS_REG_COST_US=$SOFTVERBS_REG_COST_US)}"
     for size in $SIZES; do

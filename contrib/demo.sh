@@ -53,10 +53,12 @@ export UCX_WARN_UNUSED_ENV_VARS=n
 if [ "$mode" = full ]; then
     runs=5
     runs_mib=5
+    rvma_iters=1000
     sizes="16384 65536 262144 1048576 4194304 16777216"
 else
     runs=1
     runs_mib=3
+    rvma_iters=200
     sizes="65536 1048576 4194304"
 fi
 mib=1048576
@@ -198,7 +200,7 @@ then
 else
     # shellcheck disable=SC2086
     for _ in $(seq "$runs_mib"); do
-        env $rvma_env timeout 120 "$tmp/rvma-lat" -n 300 -m 2000 -p 1 \
+        env $rvma_env timeout 120 "$tmp/rvma-lat" -n "$rvma_iters" -m 1000 -p 1 \
             2> /dev/null | grep '^lat ' || true
     done > "$out/rvma.dat"
     rvma=$out/rvma.dat

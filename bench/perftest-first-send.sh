@@ -9,8 +9,9 @@
 # host's drift spreads over all of them; the table shows the median over
 # the rounds of perftest's overall MB/s, first / reused for each transport,
 # and the first sends of hcr against each other transport. SIZES (default
-# 1048576), ITERS (iterations per run, default: 64 MiB worth, 10..200) and
-# extra environment (e.g. SOFTVERBS_REG_COST_US=20) pass through. Writes
+# 1048576), ITERS (iterations per run, default: 64 MiB worth, 10..200),
+# WINDOW (sends in flight, -O; default tag_bw's 32) and extra environment
+# (e.g. SOFTVERBS_REG_COST_US=20) pass through. Appends to
 # bench/results/perftest-first-send.txt, with the date, the commit and the
 # host's load.
 set -euo pipefail
@@ -44,7 +45,8 @@ for r in $(seq "$RUNS"); do
                 [ $kind = first ] && flag=-F
                 # shellcheck disable=SC2086
                 bw=$(perftest_pair "${cfg[$n]}" -t tag_bw -s "$size" \
-                         -n "$iters" -w 5 $flag | awk '{ print $6 }') ||
+                         -n "$iters" -w 5 ${WINDOW:+-O $WINDOW} $flag |
+                     awk '{ print $6 }') ||
                     bw=nan
                 echo "$bw" >> "$tmp/$n-$size-$kind"
             done
@@ -62,8 +64,9 @@ ratio() {
 }
 
 {
+    echo
     echo "# ucx_perftest -t tag_bw, first send (-F) beside reused, overall" \
-         "MB/s, median of $RUNS rounds"
+         "MB/s, median of $RUNS rounds, ${WINDOW:-32} sends in flight"
     echo "# $(date -u +%Y-%m-%d), commit $(git -C "$bench_top" rev-parse \
          --short HEAD 2>/dev/null || echo '?'), $(nproc) cores" \
          "($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1))," \
@@ -95,4 +98,4 @@ ratio() {
         done
         echo
     done
-} | tee "$out"
+} | tee -a "$out"

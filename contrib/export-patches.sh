@@ -48,10 +48,7 @@ series=(
     "0012-tools-calib.patch:tools/calib"
     "0016-tools-perf-fresh-memory.patch:"
     "0013-ucp-proto-sppln.patch:ucp/proto ucp/rndv ucp/rma"
-    "0014-ucp-rvma.patch:ucp/api ucp/rvma/rvma.h ucp/rvma/rvma_put.c
-        ucp/rvma/rvma_target.c ucp/rvma/rvma_win.c ucp/rvma/rvma_worker.c"
-    "0015-ucp-rvma-fast-path.patch:ucp/rvma/rvma_ack.c ucp/rvma/rvma_fast.c
-        ucp/rvma/rvma_lease.c ucp/rvma/rvma_read.c ucp/rvma/rvma_ring.c"
+    "0014-ucp-rvma.patch:ucp/api ucp/rvma"
     "0020-test-gtest-put-notify.patch:"
 )
 

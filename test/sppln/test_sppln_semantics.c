@@ -53,9 +53,17 @@ static void sem_env(const sem_arg_t *arg)
     }
     setenv("UCX_PROTO_ENABLE", "y", 1);
     setenv("UCX_RNDV_SPPLN_TLS", "all", 1);
-    setenv("UCX_RNDV_SPPLN_PATH", arg->path, 1);
-    /* every message of a test goes through rndv/sppln */
-    setenv("UCX_RNDV_SPPLN_THRESH", "64k", 1);
+    if (!strcmp(arg->path, "eager")) {
+        /* no rendezvous at all, rndv/sppln included: the message goes
+         * egr/multi */
+        setenv("UCX_RNDV_THRESH", "inf", 1);
+        setenv("UCX_RNDV_SPPLN_PATH", "auto", 1);
+        setenv("UCX_RNDV_SPPLN_THRESH", "auto", 1);
+    } else {
+        setenv("UCX_RNDV_SPPLN_PATH", arg->path, 1);
+        /* every message of a test goes through rndv/sppln */
+        setenv("UCX_RNDV_SPPLN_THRESH", "64k", 1);
+    }
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
 }
 
@@ -398,6 +406,12 @@ sem_receiver_dies_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_fill_pattern(buf, size, 57);
     req = ucp_tag_send_nbx(ucp.ep, buf, size, 0x57, &param);
     TH_ASSERT(sem_wait_end(&ucp, req, 90.0) != UCS_OK);
+    if (!strcmp(arg->path, "eager")) {
+        /* it went eagerly, not through a rendezvous */
+        TH_ASSERT_EQ(sem_sent(&ucp, SEM_BCOPY) + sem_sent(&ucp, SEM_SPPLN) +
+                             sem_sent(&ucp, SEM_ZCOPY),
+                     0);
+    }
     _exit(0);
 }
 
@@ -427,12 +441,12 @@ SEM_DIES_TEST(sender, sem_sender_dies_rank, 0, hcr, sppln, sppln)
 SEM_DIES_TEST(sender, sem_sender_dies_rank, 0, hcr, zcopy, zcopy)
 SEM_DIES_TEST(receiver, sem_receiver_dies_rank, 1, hcr, sppln, sppln)
 SEM_DIES_TEST(receiver, sem_receiver_dies_rank, 1, hcr, zcopy, zcopy)
-/* tcp: with error handling UCX gives tcp no RMA lane, so the message goes
- * eagerly (egr/multi/bcopy, whose request aborted the process when its
- * endpoint failed while it waited in a pending queue, glue 0007); a
- * receive of an eager message whose sender died is UCX's to fail, and it
- * does not */
-SEM_DIES_TEST(receiver, sem_receiver_dies_rank, 1, tcp, sppln, eager)
+/* an eager message (egr/multi, whose request aborted the process when its
+ * endpoint failed while it waited in a pending queue, glue 0007); not on
+ * tcp, where UCX 1.13.1's own transport sometimes asserts in the surviving
+ * process when its peer is killed (tcp_iface.c:307, "conn_state !=
+ * CLOSED"), which no change of ours can make pass every time */
+SEM_DIES_TEST(receiver, sem_receiver_dies_rank, 1, hcr, eager, eager)
 
 
 /*

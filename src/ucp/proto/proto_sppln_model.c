@@ -124,7 +124,8 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "before, with UCX's own protocol). auto: the measured C_0, the bytes\n"
          "copied during a rendezvous round trip, from which a staged first "
          "send\n"
-         "hides its first copy in the round trip (at least 16k).",
+         "hides its first copy in the round trip (at least 16k), or\n"
+         "UCX_RNDV_THRESH where that is set (inf: eager protocols only).",
          ucs_offsetof(ucp_sppln_config_t, thresh),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 

@@ -108,7 +108,9 @@ static void ucp_sppln_send_try_complete(ucp_request_t *req)
     ucs_mpool_put(xfer);
     req->send.rndv.sppln_xfer = NULL;
 
-    ucp_send_request_id_release(req);
+    if (req->id != UCS_PTR_MAP_KEY_INVALID) { /* not released by an abort */
+        ucp_send_request_id_release(req);
+    }
     ucp_datatype_iter_cleanup(&req->send.state.dt_iter, UCP_DT_MASK_ALL);
     ucp_request_complete_send(req, status);
 }
@@ -317,13 +319,13 @@ static ucs_status_t ucp_sppln_notify_am(ucp_sppln_xfer_t *xfer, uct_ep_h uct_ep,
                            &xfer->send.rreq_id, sizeof(xfer->send.rreq_id));
 }
 
-/* Put the sub-blocks of chunk next_put, from put_offset on */
+/* Put the sub-blocks of chunk next_put in slot s, from put_offset on */
 static ucs_status_t
-ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
+ucp_sppln_post_subs(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv,
+                    unsigned s)
 {
     ucp_sppln_xfer_t *xfer      = req->send.rndv.sppln_xfer;
     ucp_sppln_worker_t *sw      = req->send.ep->worker->sppln;
-    unsigned s                  = xfer->send.next_put % UCP_SPPLN_NUM_SLOTS;
     ucp_sppln_send_slot_t *slot = &xfer->send.slot[s];
     uct_ep_h uct_ep             = req->send.ep->uct_eps[spriv->rma_lane];
     size_t sub_size             = spriv->lmodel.sub_size;
@@ -332,13 +334,6 @@ ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
     ucs_status_t status;
     unsigned fault;
     uct_iov_t iov;
-
-    if (xfer->send.put_offset == 0) {
-        /* first visit of this chunk (not a retry after NO_RESOURCE): guard
-         * the completion until all sub-blocks are posted */
-        slot->comp.count  = 1;
-        slot->comp.status = UCS_OK;
-    }
 
     while (xfer->send.put_offset < slot->length) {
         offset  = xfer->send.put_offset;
@@ -426,6 +421,35 @@ ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
             }
         }
         xfer->send.put_offset += advance;
+    }
+
+    return UCS_OK;
+}
+
+/* Put chunk next_put; its slot's completion is guarded until all its
+ * sub-blocks are posted */
+static ucs_status_t
+ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
+{
+    ucp_sppln_xfer_t *xfer      = req->send.rndv.sppln_xfer;
+    unsigned s                  = xfer->send.next_put % UCP_SPPLN_NUM_SLOTS;
+    ucp_sppln_send_slot_t *slot = &xfer->send.slot[s];
+    ucs_status_t status;
+
+    if (xfer->send.put_offset == 0) {
+        /* first visit of this chunk (not a retry after NO_RESOURCE) */
+        slot->comp.count  = 1;
+        slot->comp.status = UCS_OK;
+    }
+
+    status = ucp_sppln_post_subs(req, spriv, s);
+    if (status == UCS_ERR_NO_RESOURCE) {
+        return status; /* the guard stays for the retry */
+    } else if (status != UCS_OK) {
+        /* the chunk is given up, the transfer ends: the puts in flight
+         * alone hold the slot, else the transfer would never complete */
+        --slot->comp.count;
+        return status;
     }
 
     /* chunk posted: drop the guard */
@@ -664,8 +688,16 @@ static void ucp_sppln_send_abort(ucp_request_t *req, ucs_status_t status)
 
     if (!(req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED)) {
         /* nothing started */
-        ucp_request_complete_send(req, status);
+        ucp_proto_request_bcopy_abort(req, status);
         return;
+    }
+
+    /* the request leaves its endpoint's list of requests now, even when
+     * copies or puts in flight complete it later: ucp_ep_reqs_purge()
+     * aborts the list's head until the list is empty, and the failed peer
+     * has nothing more to say to it */
+    if (req->id != UCS_PTR_MAP_KEY_INVALID) {
+        ucp_send_request_id_release(req);
     }
 
     /* a purged pending queue let go of the request already */
@@ -988,9 +1020,12 @@ ucp_sppln_send_init(const ucp_proto_init_params_t *init_params, int am)
      * rendezvous round trip: from there on a staged first send hides its
      * first copy in the round trip a rendezvous costs anyway; but no less
      * than the smallest sub-block, below which eager protocols, with no
-     * round trip, stay. */
+     * round trip, stay. A UCX_RNDV_THRESH the user set says where any
+     * rendezvous starts, this one too (inf: eager protocols only). */
     if (config->thresh != UCS_MEMUNITS_AUTO) {
         thresh = config->thresh;
+    } else if (context->config.ext.rndv_thresh != UCS_MEMUNITS_AUTO) {
+        thresh = context->config.ext.rndv_thresh;
     } else if (spriv->lmodel.have_model) {
         thresh = ucs_max(spriv->lmodel.derived.sp_c0, UCP_SPPLN_SUB_MIN);
         thresh = ucs_min(thresh, config->slot_size);

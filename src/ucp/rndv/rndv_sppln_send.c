@@ -320,9 +320,9 @@ static ucs_status_t ucp_sppln_notify_am(ucp_sppln_xfer_t *xfer, uct_ep_h uct_ep,
 }
 
 /* Put the sub-blocks of chunk next_put in slot s, from put_offset on */
-static ucs_status_t
-ucp_sppln_post_subs(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv,
-                    unsigned s)
+static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
+                                        const ucp_sppln_send_priv_t *spriv,
+                                        unsigned s)
 {
     ucp_sppln_xfer_t *xfer      = req->send.rndv.sppln_xfer;
     ucp_sppln_worker_t *sw      = req->send.ep->worker->sppln;

@@ -47,6 +47,7 @@ bench_free_port() {
 # Runs ucx_perftest as server and client on this host and prints the
 # client's "Final:" fields: iterations p50_us avg_us overall_us
 # avg_MBps overall_MBps avg_rate overall_rate. Returns non-zero on failure.
+# PERFTEST_CLIENT_LOG (a file) keeps the client's whole output.
 # PERFTEST_SERVER_WRAP / PERFTEST_CLIENT_WRAP (a command prefix, e.g.
 # "softverbs-netns.sh run a") and PERFTEST_ADDR (the server's address,
 # default 127.0.0.1) put the two sides on other hosts.
@@ -68,6 +69,9 @@ perftest_pair() {
           "${PERFTEST_ADDR:-127.0.0.1}" -p "$port" "$@" 2>&1)
     rc=$?
     wait "$spid" 2>/dev/null || rc=1
+    if [ -n "${PERFTEST_CLIENT_LOG:-}" ]; then
+        printf '%s\n' "$out" > "$PERFTEST_CLIENT_LOG"
+    fi
     if [ $rc -ne 0 ] || ! echo "$out" | grep -q '^Final:'; then
         echo "perftest failed (rc=$rc): env $envs ucx_perftest $*" >&2
         echo "$out" | tail -n 5 >&2

@@ -46,6 +46,7 @@ series=(
     "0002-uct-ib-md-open-hook.patch:"
     "0003-uct-ib-hcr-module.patch:uct/ib/hcr"
     "0012-tools-calib.patch:tools/calib"
+    "0016-tools-perf-fresh-memory.patch:"
     "0013-ucp-proto-sppln.patch:ucp/proto ucp/rndv ucp/rma"
     "0014-ucp-rvma.patch:ucp/api ucp/rvma"
     "0020-test-gtest-put-notify.patch:"

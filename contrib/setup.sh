@@ -3,7 +3,8 @@
 # installs the Debian packages, configures the superbuild in build/ (extra
 # arguments go to configure, e.g. --with-ucx-src=DIR or --prefix=DIR),
 # builds and installs UCX 1.13.1 with the ucx-hcr pieces, then runs the
-# main job (contrib/demo.sh). SETUP_NO_DEMO=1 skips the demonstration.
+# main job (contrib/demo.sh --quick, about a minute; --full for every size
+# and five runs). SETUP_NO_DEMO=1 skips the demonstration.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +36,7 @@ step "configure" configure_build "$@"
 step "build" make -C "$build" -j"$jobs"
 step "install" make -C "$build" install
 if [ "${SETUP_NO_DEMO:-0}" != 1 ]; then
-    step "demo" bash "$top/contrib/demo.sh" "$build"
+    step "demo" bash "$top/contrib/demo.sh" --quick "$build"
 fi
 echo "ucx-hcr is installed in $(sed -n 's/^prefix = //p' "$build/Makefile")"
 echo "run the tests with: make -C $build check"

@@ -12,12 +12,22 @@
  *
  * The result is checked against a serial run of the same stencil.
  *
- *   cc rvma_halo.c -lucp -lucs && UCX_TLS=tcp ./a.out [ranks] [steps]
+ * Installed in <prefix>/share/ucx/examples. With P the prefix (e.g.
+ * build/install), build and run it on one host (the ranks are forked
+ * processes):
+ *
+ *   cc -o rvma_halo rvma_halo.c -I$P/include -L$P/lib -Wl,-rpath,$P/lib \
+ *      -lucp -lucs -lm
+ *   UCX_TLS=tcp ./rvma_halo [ranks 2..8, default 3] [steps, default 100]
+ *
+ * or, with softverbs preloaded (LD_PRELOAD=$P/lib/libsoftverbs.so), over hcr
+ * (UCX_TLS=hcr), where the puts take RVMA's fast path.
  */
 #include <ucp/api/ucp.h>
 #include <ucp/api/ucpx_rvma.h>
 
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,6 +133,7 @@ static int run_rank(int rank, int nranks, int steps, int fd_left,
     size_t len, plen;
     void *paddr;
     int s, side, fds[2] = {fd_left, fd_right};
+    struct pollfd pfd = {.fd = fd_parent, .events = POLLIN};
 
     check("ucp_init", ucp_init(&params, NULL, &ctx));
     check("ucp_worker_create", ucp_worker_create(ctx, &wparams, &worker));
@@ -173,8 +184,13 @@ static int run_rank(int rank, int nranks, int steps, int fd_left,
         memcpy(cells, next, sizeof(cells));
     }
 
-    /* report, then wait for everybody before the endpoints go */
+    /* report, then wait for everybody before the endpoints go, progressing
+     * meanwhile: a neighbour's last put completes only once this rank has
+     * handled it and answered (see ucp_rvma_put_nbx) */
     xfer(fd_parent, cells, sizeof(cells), 1);
+    while (poll(&pfd, 1, 0) == 0) {
+        ucp_worker_progress(worker);
+    }
     xfer(fd_parent, &s, 1, 0);
     for (side = 0; side < 2; ++side) {
         ucp_rvma_win_destroy(win[side]);

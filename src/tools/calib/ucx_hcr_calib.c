@@ -20,18 +20,36 @@
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 
+/* msg_size: the size -s asks the costs of, 0 when not asked */
 typedef struct {
     const char *dev_name;  /* NULL: every device */
     int        parsable;
     int        model_file;
     const char *plot_path;
+    size_t msg_size;
 } calib_opts_t;
+
+
+/* the per-message choice of rndv/sppln for a first send (a buffer neither
+ * in the registration cache nor sent before), as ucp_sppln_choose() makes
+ * it from the same model */
+static const char *first_send_path(const ucs_calib_derived_t *d, size_t size,
+                                   ucs_calib_pages_t pages)
+{
+    if (size >= d->zcopy_thresh[pages]) {
+        return "zcopy";
+    } else if (size >= d->sp_thresh) {
+        return "sppln";
+    }
+    return "bcopy";
+}
 
 
 static void usage(void)
@@ -43,12 +61,31 @@ static void usage(void)
            "  -p        parsable output: key=value lines\n"
            "  -m        print the model in the cache's file format (for\n"
            "            UCX_CALIB_FILE)\n"
+           "  -s SIZE   also the costs of a first send of SIZE bytes (k, m\n"
+           "            suffixes) and the path rndv/sppln takes for it\n"
            "  -P FILE   plot registration vs copy cost against size (PNG)\n"
            "  -h        this help\n"
            "Settings: UCX_CALIB_MODE, UCX_CALIB_DIR, "
            "UCX_CALIB_FILE (see ucx_info -c -f).\n");
 }
 
+/* bytes with a binary unit: 512 B, 98.7 KiB, 4.4 MiB */
+static void bytes_str(size_t size, char *buf, size_t max)
+{
+    if (size < UCS_KBYTE) {
+        snprintf(buf, max, "%zu B", size);
+    } else if (size < UCS_MBYTE) {
+        snprintf(buf, max, "%.*f KiB", (size % UCS_KBYTE) ? 1 : 0,
+                 (double)size / UCS_KBYTE);
+    } else if (size < UCS_GBYTE) {
+        snprintf(buf, max, "%.*f MiB", (size % UCS_MBYTE) ? 1 : 0,
+                 (double)size / UCS_MBYTE);
+    } else {
+        snprintf(buf, max, "%.1f GiB", (double)size / UCS_GBYTE);
+    }
+}
+
+/* a critical size: "never" when nothing in the searched range reaches it */
 static void size_str(size_t size, char *buf, size_t max)
 {
     if (size == UCS_CALIB_SIZE_INF) {
@@ -56,7 +93,7 @@ static void size_str(size_t size, char *buf, size_t max)
     } else if (size == 0) {
         ucs_strncpy_zero(buf, "always", max);
     } else {
-        ucs_memunits_to_str(size, buf, max);
+        bytes_str(size, buf, max);
     }
 }
 
@@ -129,9 +166,28 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
            md_attr->reg_cost.m);
 }
 
+/* a first send of @a size bytes: what each path costs by the model */
+static void print_message_parsable(const ucs_calib_model_t *m,
+                                   const ucs_calib_derived_t *d, size_t size)
+{
+    static const char *pages_name[] = {"resident", "nonresident"};
+    int p;
+
+    printf("msg_size=%zu\n", size);
+    for (p = 0; p < UCS_CALIB_PAGES_LAST; ++p) {
+        printf("msg_reg_time_%s=%.9e\nmsg_copy_time_%s=%.9e\n"
+               "msg_path_%s=%s\n",
+               pages_name[p], ucs_calib_reg_time(m, size, p), pages_name[p],
+               ucs_calib_copy_time(m, size, p), pages_name[p],
+               first_send_path(d, size, p));
+    }
+    printf("msg_net_time=%.9e\nmsg_sp_time=%.9e\n",
+           m->net_latency + (size / m->net_bw), ucs_calib_sp_time(m, d, size));
+}
+
 static void print_linear(const char *what, ucs_linear_func_t f)
 {
-    printf("  %-30s %9.3f us + %8.1f ns/page\n", what, f.c * 1e6,
+    printf("  %-32s %9.3f us + %8.1f ns per 4 KiB page\n", what, f.c * 1e6,
            f.m * 1e9 * 4096);
 }
 
@@ -147,33 +203,56 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
            dev, (source == UCS_CALIB_SOURCE_CACHE) ? "read from the cache" :
                 ucs_calib_source_name(source),
            m->measure_time, open_time);
-    printf("registration\n");
+    printf("registration (pinning and the device's tables)\n");
     print_linear("resident pages", m->reg[UCS_CALIB_PAGES_RESIDENT]);
-    print_linear("non-resident pages", m->reg[UCS_CALIB_PAGES_NONRESIDENT]);
+    print_linear("untouched pages", m->reg[UCS_CALIB_PAGES_NONRESIDENT]);
     print_linear("deregistration", m->dereg);
-    print_linear("copy from non-resident (extra)", m->copy_fault);
-    print_linear("zcopy from non-resident (extra)", m->xfer_fault);
+    print_linear("copy from untouched (extra)", m->copy_fault);
+    print_linear("zcopy from untouched (extra)", m->xfer_fault);
     printf("memcpy bandwidth by working set\n");
     for (i = 0; i < m->num_copy; ++i) {
-        ucs_memunits_to_str(m->copy[i].size, s1, sizeof(s1));
-        printf("  %-30s %9.0f MB/s\n", s1, m->copy[i].bw / UCS_MBYTE);
+        bytes_str(m->copy[i].size, s1, sizeof(s1));
+        printf("  %-32s %9.0f MB/s\n", s1, m->copy[i].bw / UCS_MBYTE);
     }
-    printf("network (loopback RC QPs)\n");
-    printf("  %-30s %9.3f us\n", "latency (one way)", m->net_latency * 1e6);
-    printf("  %-30s %9.0f MB/s\n", "bandwidth", m->net_bw / UCS_MBYTE);
-    printf("  %-30s %9.3f us\n", "gap between messages", m->net_gap * 1e6);
-    printf("critical sizes\n");
+    printf("network (two RC QPs of this process, through the device)\n");
+    printf("  %-32s %9.3f us\n", "latency (one way)", m->net_latency * 1e6);
+    printf("  %-32s %9.0f MB/s\n", "bandwidth", m->net_bw / UCS_MBYTE);
+    printf("  %-32s %9.3f us\n", "gap between messages", m->net_gap * 1e6);
+    printf("critical sizes of a first send (a buffer not registered yet)\n");
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], s1, sizeof(s1));
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT], s2, sizeof(s2));
-    printf("  register+zcopy beats copy    resident: %s, non-resident: %s\n",
+    printf("  register + zero-copy beats a copy from: resident pages %s, "
+           "untouched pages %s\n",
            s1, s2);
     size_str(d->sp_thresh, s1, sizeof(s1));
-    printf("  superpipeline beats one copy %s\n", s1);
-    ucs_memunits_to_str(d->sp_c0, s1, sizeof(s1));
-    ucs_memunits_to_str(d->sp_sub, s2, sizeof(s2));
-    printf("superpipeline\n  C_0 %s, q %.3f, sub-blocks %s%s\n", s1, d->sp_q,
-           s2, (ucs_calib_copy_bw(m, SIZE_MAX) < (2.0 * m->net_bw)) ?
-           " (copies not twice as fast as the network: chunks double)" : "");
+    printf("  the superpipeline beats one copy from: %s\n", s1);
+    printf("  so rndv/sppln sends a first send of: bcopy below %s, "
+           "sppln from there,\n",
+           s1);
+    size_str(d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], s1, sizeof(s1));
+    printf("  zcopy from %s (resident) or %s (untouched); a registered or "
+           "resent buffer: zcopy\n",
+           s1, s2);
+    bytes_str(d->sp_c0, s1, sizeof(s1));
+    bytes_str(d->sp_sub, s2, sizeof(s2));
+    printf("superpipeline (chunk i is C_0 * q^i bytes, at most a staging "
+           "slot)\n");
+    printf("  C_0 %s: the bytes copied during a rendezvous round trip (the "
+           "first chunk is\n  C_0 or an eighth of the message, whichever "
+           "is more)\n",
+           s1);
+    printf("  q %.2f: copy bandwidth / network bandwidth (%.0f / %.0f MB/s), "
+           "at least 2%s\n",
+           d->sp_q, ucs_calib_copy_bw(m, SIZE_MAX) / UCS_MBYTE,
+           m->net_bw / UCS_MBYTE,
+           (ucs_calib_copy_bw(m, SIZE_MAX) < (2.0 * m->net_bw)) ?
+                   ":\n  copies are not twice as fast as the network, so "
+                   "chunks "
+                   "double" :
+                   "");
+    printf("  sub-blocks %s: each a notified put, long enough on the wire "
+           "that its gap\n  (%.1f us) is a small share of it\n",
+           s2, m->net_gap * 1e6);
     printf("copy engine (1 MiB copies while the caller computes)\n");
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         if (m->engine[i].bw > 0) {
@@ -190,20 +269,71 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
            md_attr->reg_cost.c * 1e6, md_attr->reg_cost.m * 1e9 * UCS_KBYTE);
 }
 
+static void print_message_human(const ucs_calib_model_t *m,
+                                const ucs_calib_derived_t *d, size_t size)
+{
+    static const char *pages_name[] = {"resident", "untouched"};
+    char s1[32];
+    int p;
+
+    bytes_str(size, s1, sizeof(s1));
+    printf("a first send of %s\n", s1);
+    for (p = 0; p < UCS_CALIB_PAGES_LAST; ++p) {
+        printf("  %-9s pages: register+deregister %8.1f us, copy %8.1f us: "
+               "path %s\n",
+               pages_name[p], ucs_calib_reg_time(m, size, p) * 1e6,
+               ucs_calib_copy_time(m, size, p) * 1e6,
+               first_send_path(d, size, p));
+    }
+    printf("  %-32s %8.1f us\n", "network (latency + size/bandwidth)",
+           (m->net_latency + (size / m->net_bw)) * 1e6);
+    printf("  %-32s %8.1f us\n", "superpipelined send (model)",
+           ucs_calib_sp_time(m, d, size) * 1e6);
+}
+
 static int print_model_file(const ucs_calib_model_t *m)
 {
     ucs_calib_model_print(m, stdout);
     return 0;
 }
 
-/* registration + deregistration vs copy, resident and not, in us */
+/* a vertical mark at @a size, labelled, unless the size is none */
+static void plot_mark(FILE *gp, size_t size, const char *what, int color,
+                      const char *height)
+{
+    char s1[32];
+
+    if ((size == 0) || (size == UCS_CALIB_SIZE_INF)) {
+        return;
+    }
+
+    size_str(size, s1, sizeof(s1));
+    fprintf(gp,
+            "set arrow from %zu, graph 0 to %zu, graph 1 nohead dt 2 "
+            "lc %d\n",
+            size, size, color);
+    fprintf(gp,
+            "set label '%s %s' at %zu, graph %s rotate by 90 "
+            "offset -1,0 tc lt %d\n",
+            what, s1, size, height, color);
+}
+
+/*
+ * What a first send pays for each way of sending, in us, by size: register
+ * (and deregister, and the first transfer's faults on untouched pages)
+ * against a copy through pre-registered memory, for resident and untouched
+ * pages, with the network's own time for scale; marks at the crossovers,
+ * the superpipeline's threshold and C_0
+ */
 static int plot(const char *png, const char *dev, const ucs_calib_model_t *m,
                 const ucs_calib_derived_t *d)
 {
     char data[] = "/tmp/ucx_hcr_calib_data.XXXXXX";
+    const char *sep = "";
+    char label[32];
     FILE *f, *gp;
-    size_t size, t;
-    int fd, ret, p;
+    size_t size;
+    int fd, ret;
 
     fd = mkstemp(data);
     if ((fd < 0) || ((f = fdopen(fd, "w")) == NULL)) {
@@ -211,13 +341,12 @@ static int plot(const char *png, const char *dev, const ucs_calib_model_t *m,
         return -1;
     }
     for (size = 1024; size <= 256 * UCS_MBYTE; size *= 2) {
-        fprintf(f, "%zu %g %g %g %g\n", size,
+        fprintf(f, "%zu %g %g %g %g %g\n", size,
                 ucs_calib_reg_time(m, size, UCS_CALIB_PAGES_RESIDENT) * 1e6,
                 ucs_calib_copy_time(m, size, UCS_CALIB_PAGES_RESIDENT) * 1e6,
-                ucs_calib_reg_time(m, size, UCS_CALIB_PAGES_NONRESIDENT) *
-                        1e6,
-                ucs_calib_copy_time(m, size, UCS_CALIB_PAGES_NONRESIDENT) *
-                        1e6);
+                ucs_calib_reg_time(m, size, UCS_CALIB_PAGES_NONRESIDENT) * 1e6,
+                ucs_calib_copy_time(m, size, UCS_CALIB_PAGES_NONRESIDENT) * 1e6,
+                (m->net_latency + (size / m->net_bw)) * 1e6);
     }
     fclose(f);
 
@@ -227,28 +356,37 @@ static int plot(const char *png, const char *dev, const ucs_calib_model_t *m,
         unlink(data);
         return -1;
     }
-    fprintf(gp, "set terminal png size 900,600\n");
+    fprintf(gp, "set terminal png size 1000,650\n");
     fprintf(gp, "set output '%s'\n", png);
-    fprintf(gp, "set title 'registration vs copy on %s'\n", dev);
-    fprintf(gp, "set logscale xy\nset grid\nset key left top\n");
-    fprintf(gp, "set xlabel 'size (bytes)'\nset ylabel 'time (us)'\n");
-    for (p = 0; p < UCS_CALIB_PAGES_LAST; ++p) {
-        t = d->zcopy_thresh[p];
-        if ((t != 0) && (t != UCS_CALIB_SIZE_INF)) {
-            fprintf(gp, "set arrow from %zu, graph 0 to %zu, graph 1 nohead "
-                    "dt 2 lc %d\n", t, t, (p == 0) ? 1 : 3);
-            fprintf(gp, "set label '%s crossover' at %zu, graph %s "
-                    "rotate by 90 offset -1,0\n",
-                    (p == 0) ? "resident" : "non-resident", t,
-                    (p == 0) ? "0.55" : "0.05");
-        }
+    fprintf(gp,
+            "set title \"what a first send pays on %s: register or "
+            "copy\"\n",
+            dev);
+    fprintf(gp, "set logscale xy\nset grid\nset key right bottom\n");
+    fprintf(gp, "set xrange [1024:%zu]\n", (size_t)(256 * UCS_MBYTE));
+    fprintf(gp, "set xlabel 'message size'\nset ylabel 'time (us)'\n");
+    fprintf(gp, "set format y '%%g'\nset xtics (");
+    for (size = 1024; size <= 256 * UCS_MBYTE; size *= 4) {
+        bytes_str(size, label, sizeof(label));
+        fprintf(gp, "%s'%s' %zu", sep, label, size);
+        sep = ", ";
     }
-    fprintf(gp, "plot '%s' using 1:2 with lines lw 2 lc 1 title "
-            "'register+deregister, resident', "
-            "'' using 1:3 with lines lw 2 lc 2 title 'copy, resident', "
+    fprintf(gp, ")\n");
+    plot_mark(gp, d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+              "zcopy wins, resident:", 1, "0.55");
+    plot_mark(gp, d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT],
+              "zcopy wins, untouched:", 3, "0.05");
+    plot_mark(gp, d->sp_thresh, "superpipeline from", 7, "0.55");
+    plot_mark(gp, d->sp_c0, "C_0", 8, "0.55");
+    fprintf(gp,
+            "plot '%s' using 1:2 with lines lw 2 lc 1 title "
+            "'register+deregister, resident pages', "
+            "'' using 1:3 with lines lw 2 lc 2 title 'copy, resident pages', "
             "'' using 1:4 with lines lw 2 lc 3 title "
-            "'register+deregister+transfer faults, non-resident', "
-            "'' using 1:5 with lines lw 2 lc 4 title 'copy, non-resident'\n",
+            "'register+deregister+transfer faults, untouched pages', "
+            "'' using 1:5 with lines lw 2 lc 4 title 'copy, untouched pages', "
+            "'' using 1:6 with lines lw 2 dt 3 lc rgb 'black' title "
+            "'network: latency + size / bandwidth'\n",
             data);
     ret = pclose(gp);
     unlink(data);
@@ -257,6 +395,50 @@ static int plot(const char *png, const char *dev, const ucs_calib_model_t *m,
         return -1;
     }
     return 0;
+}
+
+/*
+ * Where no verbs device is found: on a host without RDMA hardware the
+ * devices come from softverbs, which must be preloaded. Name the library
+ * next to this program's, where the build installs it.
+ */
+static void print_no_device_hint(void)
+{
+    char exe[PATH_MAX], lib[PATH_MAX + 32];
+    const char *preload = getenv("LD_PRELOAD");
+    ssize_t len;
+    char *dir;
+
+    if ((preload != NULL) && (strstr(preload, "libsoftverbs") != NULL)) {
+        fprintf(stderr, "hint: softverbs is preloaded but offers no device: "
+                        "see its messages above, and SOFTVERBS_NDEVS\n");
+        return;
+    }
+
+    len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        dir      = strrchr(exe, '/');
+        if (dir != NULL) {
+            *dir = '\0';
+            dir  = strrchr(exe, '/');
+        }
+        if (dir != NULL) {
+            *dir = '\0';
+            snprintf(lib, sizeof(lib), "%s/lib/libsoftverbs.so", exe);
+            if (access(lib, R_OK) == 0) {
+                fprintf(stderr,
+                        "hint: on a host without RDMA hardware, "
+                        "preload the verbs emulator:\n"
+                        "  LD_PRELOAD=%s ucx_hcr_calib\n",
+                        lib);
+                return;
+            }
+        }
+    }
+
+    fprintf(stderr, "hint: on a host without RDMA hardware, preload "
+                    "softverbs (LD_PRELOAD=<prefix>/lib/libsoftverbs.so)\n");
 }
 
 static int show_md(uct_component_h comp, const char *md_name,
@@ -319,6 +501,14 @@ static int show_md(uct_component_h comp, const char *md_name,
         print_human(md_name, &model, &derived, source, open_time, &md_attr);
     }
 
+    if ((ret == 0) && !opts->model_file && (opts->msg_size != 0)) {
+        if (opts->parsable) {
+            print_message_parsable(&model, &derived, opts->msg_size);
+        } else {
+            print_message_human(&model, &derived, opts->msg_size);
+        }
+    }
+
     if ((ret == 0) && (opts->plot_path != NULL)) {
         ret = plot(opts->plot_path, md_name, &model, &derived);
     }
@@ -330,7 +520,7 @@ out:
 
 int main(int argc, char **argv)
 {
-    calib_opts_t opts = {NULL, 0, 0, NULL};
+    calib_opts_t opts = {NULL, 0, 0, NULL, 0};
     uct_component_attr_t comp_attr;
     uct_component_h *comps;
     unsigned num_comps, c, m;
@@ -338,7 +528,7 @@ int main(int argc, char **argv)
     ucs_status_t status;
     int opt;
 
-    while ((opt = getopt(argc, argv, "d:fpmP:h")) != -1) {
+    while ((opt = getopt(argc, argv, "d:fpms:P:h")) != -1) {
         switch (opt) {
         case 'd':
             opts.dev_name = optarg;
@@ -354,6 +544,17 @@ int main(int argc, char **argv)
             break;
         case 'P':
             opts.plot_path = optarg;
+            break;
+        case 's':
+            if ((ucs_str_to_memunits(optarg, &opts.msg_size) != UCS_OK) ||
+                (opts.msg_size == 0) || (opts.msg_size == UCS_MEMUNITS_INF) ||
+                (opts.msg_size == UCS_MEMUNITS_AUTO)) {
+                fprintf(stderr,
+                        "-s: a size of at least one byte, not "
+                        "'%s'\n",
+                        optarg);
+                return 1;
+            }
             break;
         case 'h':
             usage();
@@ -407,6 +608,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "no InfiniBand device%s%s found\n",
                 (opts.dev_name != NULL) ? " " : "",
                 (opts.dev_name != NULL) ? opts.dev_name : "");
+        print_no_device_hint();
         return 1;
     }
     return ret;

@@ -10,8 +10,9 @@
 #include <ucp/api/ucp.h>
 
 /*
- * This header is an EXPERIMENTAL UCP API: it may change or be removed without
- * notice (see ucpx.h).
+ * This header, installed as <ucp/api/ucpx_rvma.h>, is an EXPERIMENTAL UCP
+ * API: its functions and types may change or be removed in a later release,
+ * without the deprecation period UCX gives its stable API.
  */
 
 BEGIN_C_DECLS
@@ -41,11 +42,32 @@ BEGIN_C_DECLS
  * threshold, or that is addressed to an unknown or closed window, fails at
  * the initiator and leaves the target's memory untouched.
  *
- * The context must be created with @ref UCP_FEATURE_AM (RVMA messages are
- * active messages on the ids given by @c UCX_RVMA_AM_ID, which the
- * application must not use for its own handlers); with
- * @ref UCP_FEATURE_WAKEUP, @ref ucp_rvma_win_wait sleeps instead of polling.
- * Windows are progressed by @ref ucp_worker_progress of the target worker.
+ * The contexts of both sides must be created with @ref UCP_FEATURE_AM: the
+ * initiator sends its puts, or asks for a ring, and receives the target's
+ * verdicts as active messages, and the target receives them. They use the
+ * five ids from @c UCX_RVMA_AM_ID on (4000 to 4004 by default), which the
+ * application must not use for its own handlers and which must be the same
+ * in every process. With @ref UCP_FEATURE_WAKEUP, @ref ucp_rvma_win_wait
+ * sleeps instead of polling. Windows are progressed by
+ * @ref ucp_worker_progress of the target worker.
+ *
+ * Posted buffers are plain host memory: they need no registration and no
+ * memory handle (the target registers a buffer's range itself while a put
+ * reads into it, and copies smaller puts in).
+ *
+ * An initiator does not learn that a window exists before it puts: a put's
+ * request completes with UCS_ERR_NO_ELEM for a window the target does not
+ * have, and with UCS_ERR_NO_RESOURCE for one without a posted buffer. A
+ * worker answers puts from its first @ref ucp_rvma_win_create on; before
+ * that its UCP drops their active messages (with a warning) and the puts are
+ * never answered. So a target creates its windows and posts their first
+ * buffers, then tells its initiators out of band, as
+ * contrib/examples/rvma_halo.c does with a barrier.
+ *
+ * Where the endpoint's lane can put with notification (hcr), the first put
+ * on an endpoint asks the target to lease it a ring; until the lease
+ * arrives, a round trip later, puts take the active message path.
+ * @ref ucp_rvma_ep_query says which path an endpoint's puts take.
  */
 
 

@@ -86,7 +86,12 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "measured costs of the device (ucx_hcr_calib shows them); and\n"
          "put/choose and get/choose, the same choice for RMA. A receiver "
          "always\n"
-         "takes a staged message, whatever this setting.",
+         "takes a staged message, whatever this setting. try and yes: offer "
+         "them\n"
+         "on the lanes of UCX_RNDV_SPPLN_TLS that can carry them, and UCX's "
+         "own\n"
+         "protocols elsewhere (neither fails where none can); no: UCX's own\n"
+         "protocols only.",
          ucs_offsetof(ucp_sppln_config_t, enable), UCS_CONFIG_TYPE_TERNARY},
 
         {"RNDV_SPPLN_TLS", "hcr",

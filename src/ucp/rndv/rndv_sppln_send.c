@@ -320,9 +320,9 @@ static ucs_status_t ucp_sppln_notify_am(ucp_sppln_xfer_t *xfer, uct_ep_h uct_ep,
 }
 
 /* Put the sub-blocks of chunk next_put in slot s, from put_offset on */
-static ucs_status_t
-ucp_sppln_post_subs(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv,
-                    unsigned s)
+static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
+                                        const ucp_sppln_send_priv_t *spriv,
+                                        unsigned s)
 {
     ucp_sppln_xfer_t *xfer      = req->send.rndv.sppln_xfer;
     ucp_sppln_worker_t *sw      = req->send.ep->worker->sppln;
@@ -573,7 +573,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     if (path == UCP_SPPLN_PATH_ZCOPY) {
         if (ucp_sppln_can_register(req, spriv)) {
             ++sw->stats.sent[UCP_SPPLN_PATH_ZCOPY];
-            ucs_debug("rndv/sppln req %p: %zu bytes path zcopy", req, length);
+            ucs_info("rndv/sppln req %p: %zu bytes path zcopy", req, length);
             ucp_proto_request_select_proto(req, &spriv->ucx, length);
             *handed_over = 1;
             return UCS_OK;
@@ -614,10 +614,10 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     ucp_send_request_id_alloc(req);
     req->flags |= UCP_REQUEST_FLAG_PROTO_INITIALIZED;
     ++sw->stats.sent[path];
-    ucs_debug("rndv/sppln req %p: %zu bytes path %s, %u chunks, the first "
-              "%zu bytes, growing by %.2f up to %zu",
-              req, length, ucp_sppln_path_names[path], xfer->n_chunks,
-              (size_t)xfer->sched.next, xfer->sched.q, sw->slot_size);
+    ucs_info("rndv/sppln req %p: %zu bytes path %s, %u chunks, the first "
+             "%zu bytes, growing by %.2f up to %zu",
+             req, length, ucp_sppln_path_names[path], xfer->n_chunks,
+             (size_t)xfer->sched.next, xfer->sched.q, sw->slot_size);
     return UCS_OK;
 }
 

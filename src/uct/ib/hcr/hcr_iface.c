@@ -180,7 +180,7 @@ static void uct_hcr_init_module(void)
     uct_hcr_iface_tl_ops.ep_destroy  = UCS_CLASS_DELETE_FUNC_NAME(uct_hcr_ep_t);
     uct_hcr_iface_tl_ops.iface_close = UCS_CLASS_DELETE_FUNC_NAME(
             uct_hcr_iface_t);
-    uct_hcr_iface_tl_ops.iface_query = uct_hcr_iface_query;
+    uct_hcr_iface_tl_ops.iface_query         = uct_hcr_iface_query;
     uct_hcr_iface_tl_ops.ep_put_notify_zcopy = uct_hcr_ep_put_notify_zcopy;
 
     uct_ib_md_open_hook = uct_hcr_calib_md_open;

@@ -33,6 +33,7 @@ typedef struct {
     uint64_t fresh[3];    /* kcopy, populate, fault */
     uint64_t rma[3];      /* put/choose, get/choose: bcopy, zcopy, staged */
     uint64_t groups[2]; /* staging groups registered: send, receive */
+    uint64_t busy_zcopy; /* zero-copy because every send group was busy */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -1504,6 +1505,104 @@ TH_TEST_TIMEOUT(sppln, auto_threshold_follows_model, 120)
     th_log("auto thresholds: %zu and %zu", base, arg.thresh);
     TH_ASSERT_GT(arg.thresh, base);
     sppln_run(sppln_auto_rank, &arg.super);
+}
+
+
+/* ---- a message that would wait for a staging group goes zero-copy ------ */
+
+#define SPPLN_NUM_BUSY 4
+
+typedef struct {
+    sppln_arg_t super;
+    size_t size; /* staged (sppln) by the model when a group is free */
+} sppln_busy_arg_t;
+
+/* Rank 0 sends SPPLN_NUM_BUSY messages of a size the model stages, at once,
+ * with one send group: the first takes it, the others would wait for that
+ * transfer to end, and go zero-copy instead */
+static void sppln_busy_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_busy_arg_t *arg = varg;
+    ucp_request_param_t param   = {0};
+    void *req[SPPLN_NUM_BUSY];
+    uint8_t *buf[SPPLN_NUM_BUSY];
+    const sppln_stats_t *st;
+    th_ucp_t ucp;
+    unsigned i;
+    char go;
+
+    sppln_env("auto", "hcr");
+    setenv("UCX_RNDV_SPPLN_GROUPS", "1", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    for (i = 0; i < SPPLN_NUM_BUSY; ++i) {
+        buf[i] = malloc(arg->size);
+        TH_ASSERT(buf[i] != NULL);
+        /* written by the application: resident */
+        th_fill_pattern(buf[i], arg->size, 1000 + i);
+    }
+
+    if (rank == 0) {
+        th_oob_recv(oob, 1, &go, 1);
+        for (i = 0; i < SPPLN_NUM_BUSY; ++i) {
+            req[i] = ucp_tag_send_nbx(ucp.ep, buf[i], arg->size, 0x500 + i,
+                                      &param);
+        }
+    } else {
+        for (i = 0; i < SPPLN_NUM_BUSY; ++i) {
+            req[i] = ucp_tag_recv_nbx(ucp.worker, buf[i], arg->size,
+                                      0x500 + i, (ucp_tag_t)-1, &param);
+        }
+        go = 1;
+        th_oob_send(oob, 0, &go, 1);
+    }
+    for (i = 0; i < SPPLN_NUM_BUSY; ++i) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req[i], 60.0));
+        TH_CHECK_PATTERN(buf[i], arg->size, 1000 + i);
+    }
+
+    if (rank == 0) {
+        st = ucp_proto_sppln_stats(ucp.worker);
+        th_log("%zu bytes x %d: sppln %llu, zcopy %llu, busy %llu", arg->size,
+               SPPLN_NUM_BUSY, (unsigned long long)st->sent[SP_SPPLN],
+               (unsigned long long)st->sent[SP_ZCOPY],
+               (unsigned long long)st->busy_zcopy);
+        TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
+        TH_ASSERT_EQ(st->sent[SP_ZCOPY], SPPLN_NUM_BUSY - 1);
+        TH_ASSERT_EQ(st->busy_zcopy, SPPLN_NUM_BUSY - 1);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+    for (i = 0; i < SPPLN_NUM_BUSY; ++i) {
+        free(buf[i]);
+    }
+}
+
+TH_TEST_TIMEOUT(sppln, busy_staging_goes_zcopy, 120)
+{
+    sppln_busy_arg_t arg = {{"auto", "hcr", 0, 0, SPPLN_MODEL_BASE}, 0};
+    char path[]          = "/tmp/th-sppln-model-XXXXXX";
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+    FILE *f;
+    int fd;
+
+    fd = mkstemp(path);
+    TH_ASSERT(fd >= 0);
+    f = fdopen(fd, "w");
+    TH_ASSERT(f != NULL);
+    fputs(SPPLN_MODEL_BASE, f);
+    fclose(f);
+    TH_ASSERT_UCS_OK(ucs_calib_model_read(path, &m));
+    unlink(path);
+    ucs_calib_derive(&m, &d);
+
+    /* a size the model stages through the superpipeline, resident */
+    arg.size = 2 * ucs_max(d.sp_thresh, 65536);
+    th_log("model: sppln from %zu, zcopy from %zu (resident): %zu bytes",
+           d.sp_thresh, d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], arg.size);
+    TH_ASSERT(arg.size < d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
+    sppln_run(sppln_busy_rank, &arg.super);
 }
 
 

@@ -455,7 +455,8 @@ ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
 ucp_sppln_path_t ucp_sppln_choose(ucp_context_h context,
                                   ucp_sppln_staged_table_t *staged,
                                   const ucp_sppln_lane_model_t *lmodel,
-                                  const void *buffer, size_t length)
+                                  const void *buffer, size_t length,
+                                  int staging_busy)
 {
     const ucp_sppln_config_t *config = &context->config.sppln;
     ucs_calib_pages_t pages;
@@ -471,6 +472,15 @@ ucp_sppln_path_t ucp_sppln_choose(ucp_context_h context,
     /* a buffer sent before is likely to be sent again: register it now, so
      * that its next sends hit the cache; a first send is staged */
     if (ucp_sppln_staged_before(staged, buffer, length)) {
+        return UCP_SPPLN_PATH_ZCOPY;
+    }
+
+    /* every staging group is in use: a staged message would start only
+     * when another staged transfer ends, a whole transfer's time, while
+     * zero-copy starts now for the price of a registration; and with the
+     * network busy with the transfers in flight, the copies of a staged one
+     * overlap nothing but add to the CPU time all of them share */
+    if (staging_busy) {
         return UCP_SPPLN_PATH_ZCOPY;
     }
 

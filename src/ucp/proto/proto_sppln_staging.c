@@ -148,6 +148,7 @@ static ucs_status_t ucp_sppln_worker_create(ucp_worker_h worker)
         goto err_free;
     }
 
+    sw->max_groups = ucs_min(config->groups, UCP_SPPLN_MAX_GROUPS);
     for (side = 0; side < UCP_SPPLN_SIDE_LAST; ++side) {
         ucs_queue_head_init(&sw->waitq[side]);
         status = ucs_mpool_init(&sw->group_mp[side], sizeof(*mpriv),
@@ -155,8 +156,7 @@ static ucs_status_t ucp_sppln_worker_create(ucp_worker_h worker)
                                         (UCP_SPPLN_NUM_SLOTS * sw->slot_size),
                                 UCP_SPPLN_GROUP_HDR_SIZE,
                                 UCP_SPPLN_GROUP_HDR_SIZE, 1,
-                                ucs_min(config->groups, UCP_SPPLN_MAX_GROUPS),
-                                &ucp_sppln_group_mp_ops,
+                                sw->max_groups, &ucp_sppln_group_mp_ops,
                                 (side == UCP_SPPLN_SIDE_SEND) ?
                                         "sppln_send_staging" :
                                         "sppln_recv_staging");

@@ -68,6 +68,8 @@ typedef struct {
     uint64_t rma[UCP_RMA_CHOOSE_LAST];
     /* staging groups registered, by side */
     uint64_t groups[UCP_SPPLN_SIDE_LAST];
+    /* sends that went zero-copy because every send group was in use */
+    uint64_t busy_zcopy;
 } ucp_sppln_stats_t;
 
 
@@ -95,6 +97,7 @@ typedef struct ucp_sppln_worker {
     size_t slot_size;
     ucs_mpool_t group_mp[UCP_SPPLN_SIDE_LAST];
     unsigned groups_used[UCP_SPPLN_SIDE_LAST];
+    unsigned max_groups; /* per side: UCX_RNDV_SPPLN_GROUPS */
     ucs_queue_head_t waitq[UCP_SPPLN_SIDE_LAST]; /* transfers waiting
                                                             for a group */
     ucs_mpool_t xfer_mp; /* per-message state */

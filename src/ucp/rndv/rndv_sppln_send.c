@@ -561,6 +561,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     ucp_sppln_xfer_t *xfer;
     ucs_status_t status;
     unsigned s;
+    int busy;
 
     *handed_over = 0;
     status       = ucp_sppln_worker_state(worker, &sw);
@@ -568,8 +569,11 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
         return status;
     }
 
+    busy = sw->groups_used[UCP_SPPLN_SIDE_SEND] >= sw->max_groups;
     path = ucp_sppln_choose(worker->context, &sw->staged, &spriv->lmodel,
-                            req->send.state.dt_iter.type.contig.buffer, length);
+                            req->send.state.dt_iter.type.contig.buffer, length,
+                            busy);
+    sw->stats.busy_zcopy += busy && (path == UCP_SPPLN_PATH_ZCOPY);
     if (path == UCP_SPPLN_PATH_ZCOPY) {
         if (ucp_sppln_can_register(req, spriv)) {
             ++sw->stats.sent[UCP_SPPLN_PATH_ZCOPY];

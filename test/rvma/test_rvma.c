@@ -2109,24 +2109,30 @@ static void rvma_example_halo(const char *tls, int ranks)
     char *out = NULL;
     int rc;
 
-    rc = th_run_cmd(&out, "cc -O2 -o example-rvma-halo-%s %s/contrib/examples/"
+    rc = th_run_cmd(&out,
+                    "cc -O2 -o example-rvma-halo-%s %s/contrib/examples/"
                     "rvma_halo.c -I%s/include -L%s/lib -Wl,-rpath,%s/lib "
-                    "-lucp -lucs -lm", tls, TH_SRCDIR, prefix, prefix, prefix);
+                    "-lucp -lucs -lm",
+                    tls, TH_SRCDIR, prefix, prefix, prefix);
     if (rc != 0) {
         TH_FAIL("example does not build:\n%s", out);
     }
     free(out);
 
-    rc = th_run_cmd(&out, "UCX_TLS=%s UCX_WARN_UNUSED_ENV_VARS=n "
-                    "timeout 60 ./example-rvma-halo-%s %d 100", tls, tls,
-                    ranks);
+    rc = th_run_cmd(&out,
+                    "UCX_TLS=%s UCX_WARN_UNUSED_ENV_VARS=n "
+                    "timeout 60 ./example-rvma-halo-%s %d 100",
+                    tls, tls, ranks);
     th_log("%s", out);
     TH_ASSERT_EQ(rc, 0);
     TH_ASSERT(strstr(out, "max error vs serial 0: ok") != NULL);
     free(out);
 }
 
-TH_TEST_TIMEOUT(rvma, example_halo, 120) { rvma_example_halo("tcp", 3); }
+TH_TEST_TIMEOUT(rvma, example_halo, 120)
+{
+    rvma_example_halo("tcp", 3);
+}
 
 /* the fast path: a rank's last puts complete once its neighbour answered
  * them, which it does only while it progresses (the example hung on hcr

@@ -1550,8 +1550,8 @@ static void sppln_busy_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         }
     } else {
         for (i = 0; i < SPPLN_NUM_BUSY; ++i) {
-            req[i] = ucp_tag_recv_nbx(ucp.worker, buf[i], arg->size,
-                                      0x500 + i, (ucp_tag_t)-1, &param);
+            req[i] = ucp_tag_recv_nbx(ucp.worker, buf[i], arg->size, 0x500 + i,
+                                      (ucp_tag_t)-1, &param);
         }
         go = 1;
         th_oob_send(oob, 0, &go, 1);

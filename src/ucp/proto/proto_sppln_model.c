@@ -452,11 +452,10 @@ ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
     return UCS_CALIB_PAGES_NONRESIDENT;
 }
 
-ucp_sppln_path_t ucp_sppln_choose(ucp_context_h context,
-                                  ucp_sppln_staged_table_t *staged,
-                                  const ucp_sppln_lane_model_t *lmodel,
-                                  const void *buffer, size_t length,
-                                  int staging_busy)
+ucp_sppln_path_t
+ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
+                 const ucp_sppln_lane_model_t *lmodel, const void *buffer,
+                 size_t length, int staging_busy)
 {
     const ucp_sppln_config_t *config = &context->config.sppln;
     ucs_calib_pages_t pages;

@@ -155,8 +155,8 @@ static ucs_status_t ucp_sppln_worker_create(ucp_worker_h worker)
                                 UCP_SPPLN_GROUP_HDR_SIZE +
                                         (UCP_SPPLN_NUM_SLOTS * sw->slot_size),
                                 UCP_SPPLN_GROUP_HDR_SIZE,
-                                UCP_SPPLN_GROUP_HDR_SIZE, 1,
-                                sw->max_groups, &ucp_sppln_group_mp_ops,
+                                UCP_SPPLN_GROUP_HDR_SIZE, 1, sw->max_groups,
+                                &ucp_sppln_group_mp_ops,
                                 (side == UCP_SPPLN_SIDE_SEND) ?
                                         "sppln_send_staging" :
                                         "sppln_recv_staging");

@@ -188,7 +188,7 @@ expected_string() {
 }
 
 run_ucp_example() {
-    local name=$1 ver prog mode status=0 cstatus sstatus
+    local name=$1 ver prog mode status=0 cstatus sstatus stream_reset= stream_retried=
     local src=$prefix/share/ucx/examples/$name.c
     [ -f "$src" ] || skip "$src is not installed"
     ver=$("$prefix/bin/ucx_info" -v 2>/dev/null | sed -n 's/^# Version \(.*\)/UCX \1 + ucx-hcr/p')
@@ -196,7 +196,20 @@ run_ucp_example() {
            -Wl,-rpath,"$prefix/lib" -lucp -luct -lucs) || {
         echo "FAIL: cannot build $name"; return 1; }
     if [ "$name" = ucp_client_server ]; then
-        for mode in tag am stream; do
+        for mode in tag am stream stream-again; do
+            if [ "$mode" = stream-again ]; then
+                # The example's client closes its endpoint by force as soon
+                # as its stream send completes locally, which races the
+                # server's receive against the disconnect (UCX's example,
+                # on any fabric; on two loaded cores the server's thread
+                # can lose it). One server reset is run again, once; any
+                # other failure, or a second reset, fails.
+                [ -n "${stream_reset:-}" ] || continue
+                mode=stream
+                echo "$name -c stream over $tls: the server was reset" \
+                     "before its receive (the example's forced close); again"
+            fi
+            stream_reset=
             # unbuffered: the server is killed once the client is done
             start_server stdbuf -o0 "$prog" -c "$mode" -s 100000 ||
                 { status=1; break; }
@@ -213,7 +226,13 @@ run_ucp_example() {
                 sstatus=dead
             fi
             wait "$server_pid" 2>/dev/null
-            if [ $cstatus -ne 0 ] || [ $sstatus != 0 ] ||
+            if [ "$mode" = stream ] && [ $cstatus -eq 0 ] &&
+               [ $sstatus != 0 ] && [ -z "${stream_retried:-}" ] &&
+               grep -q "unable to receive UCX message (Connection reset by remote peer)" \
+                   "$work/server.$port.log"; then
+                stream_reset=1
+                stream_retried=1
+            elif [ $cstatus -ne 0 ] || [ $sstatus != 0 ] ||
                ! expected_string 100000 | grep -qxFf - "$work/server.$port.log"; then
                 echo "FAIL: $name -c $mode over $tls: client exit $cstatus, server exit $sstatus"
                 tail -n 15 "$work/client.log" "$work/server.$port.log" | cut -c1-200

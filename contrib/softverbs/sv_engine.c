@@ -41,6 +41,47 @@ static struct {
     .lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
+/*
+ * Link model: a WR's bytes are on the wire from the time its link frees up
+ * until deliver_ns, and an HCA places them as they arrive, so that its last
+ * bytes land, and it completes, at deliver_ns. Placing a WR takes a copy, so
+ * its execution starts that long before deliver_ns (started at it, a single
+ * large WR took its wire time and then its copy's), and its last
+ * SV_TAIL_BYTES and its completions wait for deliver_ns. The copy's cost
+ * per byte is what this process's large copies took (an average over the
+ * last few), 10 GB/s until one was measured.
+ */
+static uint32_t sv_link_ps_per_byte = 100;
+
+#define SV_LINK_MEASURE_MIN (64 * 1024)
+
+/* how long before its deliver time a WR's execution starts */
+static uint64_t sv_link_lead_ns(const sv_swqe_t *w)
+{
+    return ((uint64_t)w->length * SV_LOAD_RELAXED(&sv_link_ps_per_byte)) / 1000;
+}
+
+/* a large copy of 'bytes' took 'ns': the average moves a quarter of the way */
+static void sv_link_measured(size_t bytes, uint64_t ns)
+{
+    uint64_t sample = (ns * 1000) / bytes;
+    uint32_t avg    = SV_LOAD_RELAXED(&sv_link_ps_per_byte);
+
+    __atomic_store_n(&sv_link_ps_per_byte,
+                     (uint32_t)((sample < UINT32_MAX) ?
+                                        (3 * (uint64_t)avg + sample) / 4 :
+                                        avg),
+                     __ATOMIC_RELAXED);
+}
+
+/* wait for a WR's deliver time (0: no link model) */
+static void sv_link_hold(uint64_t deliver_ns)
+{
+    while ((deliver_ns != 0) && (sv_now_ns() < deliver_ns)) {
+        __builtin_ia32_pause();
+    }
+}
+
 /* IB spec table of RNR NAK timer values, in microseconds */
 static const uint32_t sv_rnr_us[32] = {
     655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280,
@@ -122,10 +163,11 @@ int sv_iov_split_tail(const struct iovec *in, int n, size_t total,
     return m;
 }
 
-/* sv_iov_copy() into a list split by sv_iov_split_tail(): the tail last */
+/* sv_iov_copy() into a list split by sv_iov_split_tail(): the tail last,
+ * not before deliver_ns */
 static void sv_iov_copy_tail_last(const struct iovec *dst, int dn, int tail,
-                                  const struct iovec *src, int sn,
-                                  size_t total)
+                                  const struct iovec *src, int sn, size_t total,
+                                  uint64_t deliver_ns)
 {
     struct iovec rest[SV_MAX_SGE], *p = rest;
     int n = sn;
@@ -135,6 +177,7 @@ static void sv_iov_copy_tail_last(const struct iovec *dst, int dn, int tail,
         return;
     }
     sv_iov_copy(dst, tail, src, sn);
+    sv_link_hold(deliver_ns);
     /* orders non-temporal stores too */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     memcpy(rest, src, sn * sizeof(*src));
@@ -142,37 +185,13 @@ static void sv_iov_copy_tail_last(const struct iovec *dst, int dn, int tail,
     sv_iov_copy(dst + tail, dn - tail, p, n);
 }
 
-/* Move 'total' bytes between local and remote (in pid) iovecs, the last
- * SV_TAIL_BYTES of a placement last. Returns 0, ESRCH (the peer is gone) or
- * EFAULT. */
-static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
-                   struct iovec *r, int rn, size_t total)
+/* The kernel's copy of 'total' bytes between local and remote (in pid)
+ * iovecs. Returns 0, ESRCH (the peer is gone) or EFAULT. */
+static int sv_xfer_kernel(pid_t pid, int to_remote, struct iovec *l, int ln,
+                          struct iovec *r, int rn, size_t total)
 {
-    struct iovec split[SV_MAX_SGE + 1];
-    int tail = -1;
     ssize_t n;
 
-    if (total == 0) {
-        return 0;
-    }
-    if ((pid == sv_g.pid) && !sv_g.cfg.loopback_kernel) {
-        if (to_remote && (total > SV_TAIL_BYTES) && (rn <= SV_MAX_SGE)) {
-            rn = sv_iov_split_tail(r, rn, total, split, &tail);
-            sv_iov_copy_tail_last(split, rn, tail, l, ln, total);
-        } else if (to_remote) {
-            sv_iov_copy(r, rn, l, ln);
-        } else {
-            sv_iov_copy(l, ln, r, rn);
-        }
-        return 0;
-    }
-    if (to_remote && (total > SV_TAIL_BYTES) && (ln <= SV_MAX_SGE)) {
-        /* the kernel copies each local entry with a copy of its own, in
-         * order (splitting a remote entry would cost a second page walk in
-         * the target) */
-        ln = sv_iov_split_tail(l, ln, total, split, &tail);
-        l  = split;
-    }
     while (total > 0) {
         SV_TRACE(SV_T_XFER);
         n = to_remote ? process_vm_writev(pid, l, ln, r, rn, 0) :
@@ -192,6 +211,69 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
         sv_iov_advance(&r, &rn, (size_t)n);
     }
     return 0;
+}
+
+/* Move 'total' bytes between local and remote (in pid) iovecs, the last
+ * SV_TAIL_BYTES of a placement last, and not before deliver_ns (the link
+ * model's arrival of the last bytes; 0 without it), when the transfer is
+ * done too. Returns 0, ESRCH (the peer is gone) or EFAULT. */
+static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
+                   struct iovec *r, int rn, size_t total, uint64_t deliver_ns)
+{
+    struct iovec split[SV_MAX_SGE + 1], rbody[SV_MAX_RECV_SGE];
+    size_t body = total - SV_TAIL_BYTES;
+    int measure = (deliver_ns != 0) && (total >= SV_LINK_MEASURE_MIN);
+    uint64_t t0 = measure ? sv_now_ns() : 0;
+    int tail    = -1;
+    int err;
+
+    if (total == 0) {
+        sv_link_hold(deliver_ns);
+        return 0;
+    }
+    if ((pid == sv_g.pid) && !sv_g.cfg.loopback_kernel) {
+        if (to_remote && (total > SV_TAIL_BYTES) && (rn <= SV_MAX_SGE)) {
+            rn = sv_iov_split_tail(r, rn, total, split, &tail);
+            sv_iov_copy_tail_last(split, rn, tail, l, ln, total, deliver_ns);
+        } else if (to_remote) {
+            sv_iov_copy(r, rn, l, ln);
+        } else {
+            sv_iov_copy(l, ln, r, rn);
+        }
+        err = 0;
+        goto out;
+    }
+    if (to_remote && (total > SV_TAIL_BYTES) && (ln <= SV_MAX_SGE)) {
+        /* the kernel copies each local entry with a copy of its own, in
+         * order (splitting a remote entry would cost a second page walk in
+         * the target) */
+        ln = sv_iov_split_tail(l, ln, total, split, &tail);
+        l  = split;
+    }
+    if ((tail > 0) && (rn <= SV_MAX_RECV_SGE) && (deliver_ns > sv_now_ns())) {
+        /* the body now, the tail when it arrives: two copies (the first
+         * moves the entries it is given, so it gets copies) */
+        memcpy(rbody, r, rn * sizeof(*r));
+        err = sv_xfer_kernel(pid, 1, l, tail, rbody, rn, body);
+        if (err != 0) {
+            return err;
+        }
+        if (measure) {
+            sv_link_measured(body, sv_now_ns() - t0);
+            measure = 0;
+        }
+        sv_iov_advance(&r, &rn, body);
+        sv_link_hold(deliver_ns);
+        return sv_xfer_kernel(pid, 1, l + tail, ln - tail, r, rn,
+                              SV_TAIL_BYTES);
+    }
+    err = sv_xfer_kernel(pid, to_remote, l, ln, r, rn, total);
+out:
+    if (measure) {
+        sv_link_measured(total, sv_now_ns() - t0);
+    }
+    sv_link_hold(deliver_ns);
+    return err;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -437,7 +519,7 @@ static int sv_exec_atomic(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
     /* atomic with respect to every other softverbs atomic on that word */
     lock = sv_atomic_lock(pid, va);
     sv_lock(lock);
-    err = sv_xfer(pid, 0, &tmp, 1, &rv, 1, 8);
+    err = sv_xfer(pid, 0, &tmp, 1, &rv, 1, 8, 0);
     if (err == 0) {
         if (w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
             val = old + w->compare_add;
@@ -449,13 +531,14 @@ static int sv_exec_atomic(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
             rv.iov_base  = (void *)(uintptr_t)va;
             rv.iov_len   = 8;
             tmp.iov_len  = 8;
-            err = sv_xfer(pid, 1, &tmp, 1, &rv, 1, 8);
+            err          = sv_xfer(pid, 1, &tmp, 1, &rv, 1, 8, 0);
         }
     }
     sv_unlock(lock);
     if (err != 0) {
         return sv_send_fail(qp, w, sv_xfer_status(err));
     }
+    sv_link_hold(w->deliver_ns);
     memcpy(liov[0].iov_base, &old, 8);
     sv_send_complete(qp, w, IBV_WC_SUCCESS);
     return SV_DONE;
@@ -522,8 +605,8 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     } else if ((uint64_t)cap < w->length) {
         wc.status = IBV_WC_LOC_LEN_ERR;
     } else {
-        err = sv_xfer(sv_proc_pid(peer->owner), 1, liov, ln, riov, rn,
-                      w->length);
+        err         = sv_xfer(sv_proc_pid(peer->owner), 1, liov, ln, riov, rn,
+                              w->length, w->deliver_ns);
         wc.status   = err ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS;
         wc.byte_len = (uint32_t)w->length + SV_GRH_LEN;
     }
@@ -588,7 +671,7 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
     wc.sl     = qp->sl;
     if (w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
         wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-        err = sv_xfer(pid, 1, liov, ln, wiov, wn, w->length);
+        err = sv_xfer(pid, 1, liov, ln, wiov, wn, w->length, w->deliver_ns);
         if (err != 0) {
             wc.status = IBV_WC_LOC_ACCESS_ERR;
             ist       = sv_xfer_status(err);
@@ -603,7 +686,7 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
             wc.status = IBV_WC_LOC_LEN_ERR;
             ist       = IBV_WC_REM_INV_REQ_ERR;
         } else {
-            err = sv_xfer(pid, 1, liov, ln, riov, rn, w->length);
+            err = sv_xfer(pid, 1, liov, ln, riov, rn, w->length, w->deliver_ns);
             if (err != 0) {
                 wc.status = IBV_WC_LOC_PROT_ERR;
                 ist       = sv_xfer_status(err);
@@ -697,7 +780,7 @@ static int sv_exec_rc(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
         return sv_send_fail(qp, w, IBV_WC_RETRY_EXC_ERR);
     }
     err = sv_xfer(pid, w->opcode != IBV_WR_RDMA_READ, liov, ln, &wiov, 1,
-                  w->length);
+                  w->length, w->deliver_ns);
     if (err != 0) {
         return sv_send_fail(qp, w, sv_xfer_status(err));
     }
@@ -751,7 +834,7 @@ static void sv_qp_retire(sv_qp_priv_t *qp, uint32_t idx)
 void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
 {
     uint32_t head, tail;
-    uint64_t now = 0;
+    uint64_t now = 0, start;
     sv_swqe_t *w;
     int ret;
 
@@ -773,11 +856,15 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
                 break;
             }
             if (w->deliver_ns != 0 || qp->retry_at_ns != 0) {
-                now = sv_now_ns();
-                if (w->deliver_ns > now || qp->retry_at_ns > now) {
+                /* the link model's WRs start a copy's time early */
+                start = (w->deliver_ns != 0) ?
+                                (w->deliver_ns - sv_link_lead_ns(w)) :
+                                0;
+                now   = sv_now_ns();
+                if (start > now || qp->retry_at_ns > now) {
                     if (wake_ns != NULL) {
-                        uint64_t t = w->deliver_ns > qp->retry_at_ns ?
-                                     w->deliver_ns : qp->retry_at_ns;
+                        uint64_t t = start > qp->retry_at_ns ? start :
+                                                               qp->retry_at_ns;
                         *wake_ns = t < *wake_ns ? t : *wake_ns;
                     }
                     break;
@@ -828,6 +915,12 @@ uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes)
 
 /* ---------------------------------------------------------------------- */
 /* the engine thread: one per process, sleeps on a futex when idle */
+
+/* A timed futex wait overshoots by tens of microseconds on a virtual machine
+ * (tens of microseconds on average, milliseconds now and then): the
+ * engine wakes this early for a timer (RNR, retry, link model) and spins
+ * the rest, so that a WR runs when it is due */
+#define SV_ENGINE_WAKE_EARLY_NS 100000
 
 static void sv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
 {
@@ -884,7 +977,7 @@ static void *sv_engine_main(void *arg)
          * until the nearest timer (RNR, retry, link model) */
         now        = sv_now_ns();
         spin_until = now + (uint64_t)sv_g.cfg.engine_spin_us * 1000;
-        if (wake < spin_until + 20000) {
+        if (wake < spin_until + SV_ENGINE_WAKE_EARLY_NS) {
             spin_until = wake;
         }
         while (SV_LOAD(&sv_eng.seq) == seq && sv_now_ns() < spin_until) {
@@ -897,8 +990,11 @@ static void *sv_engine_main(void *arg)
         if (__atomic_load_n(&sv_eng.seq, __ATOMIC_SEQ_CST) == seq) {
             now = sv_now_ns();
             sv_futex_wait(&sv_eng.seq, seq,
-                          wake == UINT64_MAX ? UINT64_MAX :
-                          (wake > now ? wake - now : 0));
+                          (wake == UINT64_MAX) ?
+                                  UINT64_MAX :
+                          (wake > now + SV_ENGINE_WAKE_EARLY_NS) ?
+                                  (wake - now - SV_ENGINE_WAKE_EARLY_NS) :
+                                  0);
         }
         __atomic_store_n(&sv_eng.sleeping, 0, __ATOMIC_SEQ_CST);
     }

@@ -121,10 +121,8 @@ ucs_config_field_t ucp_sppln_config_table[] = {
         {"RNDV_SPPLN_THRESH", "auto",
          "Message size from which rndv/sppln takes over from the other\n"
          "protocols (it sends buffers in the registration cache, or sent\n"
-         "before, with UCX's own protocol). auto: the measured C_0, the bytes\n"
-         "copied during a rendezvous round trip, from which a staged first "
-         "send\n"
-         "hides its first copy in the round trip (at least 16k), or\n"
+         "before, with UCX's own protocol). auto: 16k, the smallest\n"
+         "sub-block, with a measured model (a slot without one), or\n"
          "UCX_RNDV_THRESH where that is set (inf: eager protocols only).",
          ucs_offsetof(ucp_sppln_config_t, thresh),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},

@@ -1018,21 +1018,20 @@ ucp_sppln_send_init(const ucp_proto_init_params_t *init_params, int am)
                               context->tl_mds[spriv->md_index].rsc.md_name,
                               iface_attr->cap.put.max_zcopy);
 
-    /* from the measured size on, this protocol replaces UCX's rendezvous:
-     * it includes it, as its zcopy path for buffers in the registration
-     * cache or sent before. That size is C_0, the bytes copied during a
-     * rendezvous round trip: from there on a staged first send hides its
-     * first copy in the round trip a rendezvous costs anyway; but no less
-     * than the smallest sub-block, below which eager protocols, with no
-     * round trip, stay. A UCX_RNDV_THRESH the user set says where any
-     * rendezvous starts, this one too (inf: eager protocols only). */
+    /* from the smallest sub-block on, below which eager protocols, with no
+     * round trip, stay, this protocol replaces UCX's rendezvous: it
+     * includes it, as its zcopy path for buffers in the registration cache
+     * or sent before, and a first send of a size whose copy the round trip
+     * does not hide (below C_0) still costs less copied through staging
+     * than registered on both sides. A UCX_RNDV_THRESH the user set says
+     * where any rendezvous starts, this one too (inf: eager protocols
+     * only). */
     if (config->thresh != UCS_MEMUNITS_AUTO) {
         thresh = config->thresh;
     } else if (context->config.ext.rndv_thresh != UCS_MEMUNITS_AUTO) {
         thresh = context->config.ext.rndv_thresh;
     } else if (spriv->lmodel.have_model) {
-        thresh = ucs_max(spriv->lmodel.derived.sp_c0, UCP_SPPLN_SUB_MIN);
-        thresh = ucs_min(thresh, config->slot_size);
+        thresh = ucs_min(UCP_SPPLN_SUB_MIN, config->slot_size);
     } else {
         thresh = config->slot_size;
     }

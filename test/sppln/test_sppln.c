@@ -34,6 +34,7 @@ typedef struct {
     uint64_t rma[3];      /* put/choose, get/choose: bcopy, zcopy, staged */
     uint64_t groups[2]; /* staging groups registered: send, receive */
     uint64_t busy_zcopy; /* zero-copy because every send group was busy */
+    uint64_t populated; /* first chunk faulted in after the RTR */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -443,6 +444,79 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     }
     th_ucp_flush_barrier(&ucp, oob);
     th_ucp_cleanup(&ucp);
+}
+
+/*
+ * A message that fits in its first chunk (bcopy, 256 KiB) into an untouched
+ * destination at an odd offset: the receiver faults the destination in after
+ * its RTR, while the data is on its way, and copies the data out with
+ * memcpy, not a copy per sub-block into untouched pages; every byte lands,
+ * none around the message changes. Then the same into a buffer the
+ * application wrote: nothing to fault in.
+ */
+#define SPPLN_POPULATE_SIZE (256 * 1024)
+
+static void sppln_populate_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    ucp_request_param_t param = {0};
+    uint64_t populated, kcopy;
+    const sppln_stats_t *st;
+    size_t map_len, k;
+    uint8_t *map, *buf;
+    th_ucp_t ucp;
+    unsigned i;
+    void *req;
+    char go;
+
+    sppln_env("bcopy", "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i < 2; ++i) {
+        map = sppln_map(SPPLN_POPULATE_SIZE + 4096, &map_len);
+        buf = map + 100;
+        if (rank == 0) {
+            th_fill_pattern(buf, SPPLN_POPULATE_SIZE, 950 + i);
+            th_oob_recv(oob, 1, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                         ucp_tag_send_nbx(ucp.ep, buf,
+                                                          SPPLN_POPULATE_SIZE,
+                                                          0x600 + i, &param),
+                                         60.0));
+        } else {
+            st        = ucp_proto_sppln_stats(ucp.worker);
+            populated = (st == NULL) ? 0 : st->populated;
+            kcopy     = (st == NULL) ? 0 : st->fresh[SP_FRESH_KCOPY];
+            if (i == 1) {
+                memset(buf, 0x11, SPPLN_POPULATE_SIZE);
+            }
+            req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_POPULATE_SIZE,
+                                   0x600 + i, (ucp_tag_t)-1, &param);
+            go  = 1;
+            th_oob_send(oob, 0, &go, 1);
+            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+            TH_CHECK_PATTERN(buf, SPPLN_POPULATE_SIZE, 950 + i);
+            for (k = 0; k < 100; ++k) {
+                TH_ASSERT_EQ(map[k], 0);
+            }
+            for (k = 100 + SPPLN_POPULATE_SIZE; k < map_len; ++k) {
+                TH_ASSERT_EQ(map[k], 0);
+            }
+            st = ucp_proto_sppln_stats(ucp.worker);
+            TH_ASSERT(st != NULL);
+            TH_ASSERT_EQ(st->populated - populated, (i == 0) ? 1 : 0);
+            TH_ASSERT_EQ(st->fresh[SP_FRESH_KCOPY], kcopy);
+        }
+        munmap(map, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, fresh_destination_populated_early, 120)
+{
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, sppln_populate_rank, NULL);
 }
 
 #define SPPLN_FRESH_TEST(_how, _counter) \

@@ -70,6 +70,9 @@ typedef struct {
     uint64_t groups[UCP_SPPLN_SIDE_LAST];
     /* sends that went zero-copy because every send group was in use */
     uint64_t busy_zcopy;
+    /* receiver: transfers into an untouched destination whose first chunk
+     * was faulted in while the data was on its way */
+    uint64_t populated;
 } ucp_sppln_stats_t;
 
 

@@ -184,6 +184,8 @@ typedef struct ucp_sppln_xfer {
             int rtr_sent;
             int fresh; /* the destination was not
                                                  resident */
+            size_t populated; /* its first bytes, faulted in
+                                                 after the RTR */
         } recv;
     };
 } ucp_sppln_xfer_t;

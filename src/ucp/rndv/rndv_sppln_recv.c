@@ -270,6 +270,41 @@ ucp_sppln_recv_send_ctrl(ucp_request_t *req, ucp_am_id_t am_id,
     return status;
 }
 
+/*
+ * The RTR is out: until the first sub-block lands, the receiver waits for
+ * the sender to copy its first chunk and put it. Pages of an untouched
+ * destination that the first chunk will fill are faulted in meanwhile, so
+ * that their faults are not on the transfer's path when it lands (a fault
+ * per page is microseconds; a first chunk of 256 KiB has 64 pages). Later
+ * chunks land while the receiver copies out earlier ones, and fault in as
+ * they are copied.
+ */
+static void ucp_sppln_recv_populate(ucp_request_t *req)
+{
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+    ucp_sppln_worker_t *sw = req->send.ep->worker->sppln;
+    void *buffer           = req->send.state.dt_iter.type.contig.buffer;
+    size_t page            = ucs_get_page_size();
+    uintptr_t start, end;
+
+    if (!xfer->recv.fresh || (sw->fresh_copy == UCP_SPPLN_FRESH_FAULT) ||
+        (xfer->recv.slot[0].length == 0)) {
+        return;
+    }
+
+    start = ucs_align_down((uintptr_t)buffer, page);
+    end   = ucs_align_up((uintptr_t)buffer + xfer->recv.slot[0].length, page);
+    if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) != 0) {
+        ucs_debug("rndv/sppln req %p: madvise(MADV_POPULATE_WRITE, %p, %zu) "
+                  "failed: %s",
+                  req, (void *)start, end - start, strerror(errno));
+        return;
+    }
+
+    xfer->recv.populated = xfer->recv.slot[0].length;
+    ++sw->stats.populated;
+}
+
 /* Stage RTR: a receive group and a table entry, then the RTR */
 static ucs_status_t ucp_sppln_recv_rtr_progress(uct_pending_req_t *self)
 {
@@ -333,6 +368,7 @@ static ucs_status_t ucp_sppln_recv_rtr_progress(uct_pending_req_t *self)
 
     /* the sub-block handler sends the request again when an ACK is owed */
     ucp_proto_request_set_stage(req, UCP_PROTO_RNDV_SPPLN_STAGE_ACK);
+    ucp_sppln_recv_populate(req);
     return UCS_OK;
 }
 
@@ -553,7 +589,7 @@ ucp_sppln_handle_data(void *arg, void *data, size_t length, unsigned flags)
 
     src = UCS_PTR_BYTE_OFFSET(ucp_sppln_group_slot(sw, xfer->group, s), offset);
     offset += slot->offset;
-    if (!xfer->recv.fresh ||
+    if (!xfer->recv.fresh || ((offset + nh->length) <= xfer->recv.populated) ||
         !ucp_sppln_recv_copy_fresh(req, offset, src, nh->length)) {
         status = ucp_datatype_iter_unpack(&req->send.state.dt_iter, worker,
                                           nh->length, offset, src);

@@ -3,8 +3,9 @@
  * item 2): an unmatched send that is cancelled, a receive of zero length
  * and a message of zero length, a sender or a receiver that dies, an
  * endpoint closed with a transfer in flight, UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
- * and a user memory handle. Each runs on hcr and on tcp (the staged
- * protocols on any lane, UCX_RNDV_SPPLN_TLS=all), through the staged path
+ * and a user memory handle. Each runs on hcr and, where UCX gives a tcp
+ * endpoint the RMA lane the staged protocols need, on tcp
+ * (UCX_RNDV_SPPLN_TLS=all), through the staged path
  * and, where the outcome is UCX's to define, through UCX's own rendezvous
  * (the zcopy path) side by side, and checks the same outcome on both.
  */
@@ -526,6 +527,7 @@ sem_close_force_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         close_req          = ucp_ep_close_nbx(ucp.ep, &param);
         status             = sem_wait_end(&ucp, req, 30.0);
         TH_ASSERT(status != UCS_OK);
+        TH_ASSERT_EQ(sem_sent(&ucp, sem_path_index(arg)), 1);
         th_ucp_wait(&ucp, close_req, 30.0);
         ucp.ep = NULL;
         th_ucp_cleanup(&ucp);
@@ -545,4 +547,7 @@ SEM_TEST(close_flush_in_flight, sem_close_flush_rank, hcr, zcopy, 120)
 SEM_TEST(close_flush_in_flight, sem_close_flush_rank, tcp, sppln, 120)
 SEM_TEST(close_force_in_flight, sem_close_force_rank, hcr, sppln, 120)
 SEM_TEST(close_force_in_flight, sem_close_force_rank, hcr, zcopy, 120)
-SEM_TEST(close_force_in_flight, sem_close_force_rank, tcp, sppln, 120)
+/* not on tcp: a forced close needs error handling mode peer, under which
+ * UCX 1.13.1 gives a tcp endpoint no RMA lane, so neither rndv/sppln nor
+ * UCX's zero-copy rendezvous runs there (its 16 MiB went eagerly, and the
+ * send completed at once whenever the socket took it all) */

@@ -1,0 +1,275 @@
+/*
+ * The measurement behind the regret matrix (bench/choice-matrix.sh): one
+ * pair of processes on this host for one fabric setting (softverbs' link
+ * model and registration cost come from the environment), and in each
+ * process one UCP context per column, configured with ucp_config_modify():
+ *  auto   UCX_TLS=hcr, the automatic choice
+ *  eager  hcr without rendezvous (RNDV_THRESH=inf)
+ *  bcopy  hcr, rndv/sppln forced to copy through its staging (from 16 KiB)
+ *  sppln  hcr, rndv/sppln forced to the superpipeline
+ *  zcopy  hcr, rndv/sppln forced to hand every message to UCX's own
+ *         protocols (its rendezvous, with the registration cache)
+ *  rcv    rc_verbs (TLS=rc_v) with its registration cache, the reference
+ * The columns (all, or those CM_COLUMNS names) take turns message by
+ * message, each round in another order, so that they share the host's
+ * moments. choice-matrix.sh runs one column per pair of processes all the
+ * same: with softverbs' link model on, a process with several UCP contexts
+ * stalled for a scheduler tick (4 ms) in many messages, its threads
+ * yielding to each other (the UCX async thread among them), where one
+ * context per process, as applications have it, did not.
+ *
+ * Each message: the sender sends it tagged, the receiver answers with one
+ * byte once it has it; its time is the sender's. For each size:
+ *  fresh  - both buffers mapped for this message (never registered, never
+ *           touched by the receiver; the sender wrote its data);
+ *  reused - one pair of buffers per column, sent once untimed first.
+ * Prints per size and column: size column fresh_us reused_us fresh_path
+ * reused_path (medians of n messages), where a path is the one rndv/sppln
+ * took for those messages on the sender (bcopy, sppln, zcopy or mixed), or
+ * "ucx" where UCX's own protocols took them.
+ *
+ *   choice-matrix [-n messages] [-s size]...
+ */
+#include "ucp_pair.h"
+
+#include <stdint.h>
+
+#define CM_MAX_MSGS 256
+
+/* Path counters of a worker, as src/ucp/proto/proto_sppln_staging.h lays
+ * them out (bench programs build against the installed API headers only);
+ * NULL from a worker that never ran rndv/sppln */
+typedef struct {
+    uint64_t sent[4]; /* auto (unused), bcopy, sppln, zcopy */
+} cm_stats_t;
+
+const cm_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
+
+static const char *cm_path_names[] = {"ucx", "bcopy", "sppln", "zcopy"};
+
+/* A column: its settings (UCP configuration name and value pairs) and its
+ * context, worker and endpoint */
+typedef struct {
+    const char *name;
+    const char *settings[4][2];
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_ep_h ep;
+    void *reused;
+    uint64_t before[4];
+    double fresh_us[CM_MAX_MSGS], reused_us[CM_MAX_MSGS];
+    const char *fresh_path;
+} cm_column_t;
+
+static cm_column_t cm_columns[] = {
+    {"auto", {{"TLS", "hcr"}}},
+    {"eager", {{"TLS", "hcr"}, {"RNDV_THRESH", "inf"}}},
+    {"bcopy",
+     {{"TLS", "hcr"},
+      {"RNDV_SPPLN_PATH", "bcopy"},
+      {"RNDV_SPPLN_THRESH", "16k"}}},
+    {"sppln",
+     {{"TLS", "hcr"},
+      {"RNDV_SPPLN_PATH", "sppln"},
+      {"RNDV_SPPLN_THRESH", "16k"}}},
+    {"zcopy",
+     {{"TLS", "hcr"},
+      {"RNDV_SPPLN_PATH", "zcopy"},
+      {"RNDV_SPPLN_THRESH", "16k"}}},
+    {"rcv", {{"TLS", "rc_v"}}},
+};
+
+static unsigned cm_num_columns = sizeof(cm_columns) / sizeof(cm_columns[0]);
+
+/* CM_COLUMNS (comma-separated names) keeps those columns only */
+static void cm_select_columns(void)
+{
+    const char *keep = getenv("CM_COLUMNS");
+    char list[256], name[32];
+    unsigned k, n = 0;
+
+    if (keep == NULL) {
+        return;
+    }
+    snprintf(list, sizeof(list), ",%s,", keep);
+    for (k = 0; k < cm_num_columns; ++k) {
+        snprintf(name, sizeof(name), ",%s,", cm_columns[k].name);
+        if (strstr(list, name) != NULL) {
+            cm_columns[n++] = cm_columns[k];
+        }
+    }
+    cm_num_columns = n;
+}
+
+static void cm_connect(int sock, cm_column_t *col)
+{
+    ucp_config_t *config;
+    ucs_status_t status;
+    int i;
+
+    status = ucp_config_read(NULL, NULL, &config);
+    if (status != UCS_OK) {
+        die("ucp_config_read", status);
+    }
+    for (i = 0; (i < 4) && (col->settings[i][0] != NULL); ++i) {
+        status = ucp_config_modify(config, col->settings[i][0],
+                                   col->settings[i][1]);
+        if (status != UCS_OK) {
+            die(col->settings[i][0], status);
+        }
+    }
+    pair_connect(sock, config, &col->ctx, &col->worker, &col->ep);
+    ucp_config_release(config);
+}
+
+static void cm_sent(const cm_column_t *col, uint64_t sent[4])
+{
+    const cm_stats_t *st = ucp_proto_sppln_stats(col->worker);
+    int p;
+
+    for (p = 0; p < 4; ++p) {
+        sent[p] = (st == NULL) ? 0 : st->sent[p];
+    }
+}
+
+/* the path the column's messages took since col->before */
+static const char *cm_path(const cm_column_t *col, int n)
+{
+    uint64_t after[4], total = 0;
+    int p, taken = 0;
+
+    cm_sent(col, after);
+    for (p = 1; p < 4; ++p) {
+        total += after[p] - col->before[p];
+        if (after[p] != col->before[p]) {
+            taken = p;
+        }
+    }
+    if (total == 0) {
+        return cm_path_names[0];
+    }
+    return (after[taken] - col->before[taken] == (uint64_t)n) ?
+                   cm_path_names[taken] :
+                   "mixed";
+}
+
+/* one message and its 1-byte answer on a column; returns seconds */
+static double cm_one(int sender, cm_column_t *col, void *buf, size_t size)
+{
+    ucp_request_param_t param = {0};
+    char ack                  = 0;
+    double t0                 = now();
+
+    if (sender) {
+        wait_req_on(col->worker,
+                    ucp_tag_send_nbx(col->ep, buf, size, 1, &param));
+        wait_req_on(col->worker, ucp_tag_recv_nbx(col->worker, &ack, 1, 2,
+                                                  (ucp_tag_t)-1, &param));
+    } else {
+        wait_req_on(col->worker, ucp_tag_recv_nbx(col->worker, buf, size, 1,
+                                                  (ucp_tag_t)-1, &param));
+        wait_req_on(col->worker,
+                    ucp_tag_send_nbx(col->ep, &ack, 1, 2, &param));
+    }
+    return now() - t0;
+}
+
+/* The order of the columns for message i: a shuffle both ranks make alike
+ * (a fixed generator seeded by i), so that no column always follows the
+ * same one (a column's message pays for what the previous one left behind:
+ * a copy engine thread still polling, caches) */
+static void cm_order(int i, unsigned *order)
+{
+    uint32_t x = 2654435761u * (uint32_t)(i + 1);
+    unsigned k, j, t;
+
+    for (k = 0; k < cm_num_columns; ++k) {
+        order[k] = k;
+    }
+    for (k = cm_num_columns - 1; k > 0; --k) {
+        x        = (x * 1664525u) + 1013904223u;
+        j        = (x >> 16) % (k + 1);
+        t        = order[k];
+        order[k] = order[j];
+        order[j] = t;
+    }
+}
+
+static void cm_run(int sender, size_t size, int n)
+{
+    unsigned order[sizeof(cm_columns) / sizeof(cm_columns[0])], k;
+    cm_column_t *col;
+    void *buf;
+    int i;
+
+    for (k = 0; k < cm_num_columns; ++k) {
+        cm_sent(&cm_columns[k], cm_columns[k].before);
+    }
+    for (i = 0; i < n; ++i) {
+        cm_order(i, order);
+        for (k = 0; k < cm_num_columns; ++k) {
+            col = &cm_columns[order[k]];
+            buf = map(size);
+            if (sender) {
+                memset(buf, i, size); /* the application wrote its data */
+            }
+            col->fresh_us[i] = cm_one(sender, col, buf, size) * 1e6;
+            munmap(buf, size);
+        }
+    }
+    for (k = 0; k < cm_num_columns; ++k) {
+        col             = &cm_columns[k];
+        col->fresh_path = cm_path(col, n);
+        col->reused     = map(size);
+        memset(col->reused, 1, size);
+        cm_one(sender, col, col->reused, size); /* its first send, untimed */
+        cm_sent(col, col->before);
+    }
+    for (i = 0; i < n; ++i) {
+        cm_order(n + i, order);
+        for (k = 0; k < cm_num_columns; ++k) {
+            col               = &cm_columns[order[k]];
+            col->reused_us[i] = cm_one(sender, col, col->reused, size) * 1e6;
+        }
+    }
+    for (k = 0; k < cm_num_columns; ++k) {
+        col = &cm_columns[k];
+        munmap(col->reused, size);
+        if (sender) {
+            printf("%zu %s %.2f %.2f %s %s\n", size, col->name,
+                   median(col->fresh_us, n), median(col->reused_us, n),
+                   col->fresh_path, cm_path(col, n));
+        }
+    }
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    size_t sizes[64];
+    int n_sizes, n = 9, unused = 0, c = 0, i, sender, sock;
+    unsigned k;
+    pid_t pid;
+
+    n_sizes = first_use_options(argc, argv, sizes, 64, &n, &unused);
+    cm_select_columns();
+    if (n > CM_MAX_MSGS) {
+        n = CM_MAX_MSGS;
+    }
+
+    sender = pair_fork(&pid, &sock);
+    for (k = 0; k < cm_num_columns; ++k) {
+        cm_connect(sock, &cm_columns[k]);
+        cm_one(sender, &cm_columns[k], &c, 1); /* wire-up, untimed */
+    }
+    for (i = 0; i < n_sizes; ++i) {
+        cm_run(sender, sizes[i], n);
+    }
+    for (k = 0; k < cm_num_columns; ++k) {
+        cm_one(sender, &cm_columns[k], &c, 1); /* quiesce before teardown */
+        ucp_ep_destroy(cm_columns[k].ep);
+        ucp_worker_destroy(cm_columns[k].worker);
+        ucp_cleanup(cm_columns[k].ctx);
+    }
+    return sender ? pair_wait(pid) : 0;
+}

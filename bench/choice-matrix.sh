@@ -1,0 +1,275 @@
+#!/bin/bash
+# The regret matrix (issue 29): does hcr's automatic per-message choice pick
+# the best path for each message on each fabric, and how far is a first send
+# from what the hardware allows?
+#
+# Cells: link {softverbs' default, 100, 25, 10 Gb/s} x registration cost
+# {measured, +20 us} x buffers {fresh, reused} x size {16K..16M by 4x}.
+# Columns (bench/choice-matrix.c, one pair of processes each, the columns
+# of a link and registration cost one after another in a shuffled order):
+#   auto   UCX_TLS=hcr, the automatic choice
+#   eager  hcr with no rendezvous at all (RNDV_THRESH=inf)
+#   bcopy  rndv/sppln forced to copy through its staging buffers
+#   sppln  rndv/sppln forced to the superpipeline
+#   zcopy  rndv/sppln forced to hand every message to UCX's own choice
+#          (its rendezvous zero-copy, with the registration cache)
+#   rcv    rc_verbs with UCX's registration cache, the reference
+# Each ranks runs on a core of its own (PAIR_PIN=1). A cell's time is the
+# median over RUNS rounds (default 5) of each round's median message (of
+# CM_MSGS, default 9). Regret = auto / best of eager, bcopy, sppln, zcopy
+# - 1. The whole matrix is measured REPEAT times (default 2) to show how
+# much a cell's regret moves from one full run to the next.
+#
+# The bound of a first send (fresh buffers): the slowest of the wire time
+# (size / link bandwidth + latency, as the calibration measured under that
+# link), the receiver's first touch of its pages (the cheaper of copying
+# into them, faults included, and registering them, as the calibration
+# measured both), and the sender's copy or registration of its (resident)
+# buffer; plus the latency of the 1-byte answer each message waits for.
+#
+# SOFTVERBS_LINK_LAT_US for the modelled links: CM_LINK_LAT_US (default 1,
+# a NIC and a switch). CM_LINKS and CM_REGS narrow the settings (e.g.
+# CM_LINKS="default 25" CM_REGS=measured). The whole run (RUNS=5,
+# REPEAT=2) takes about 10 minutes on two quiet cores. Writes
+# bench/results/choice-matrix.{txt,png}.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+RUNS=${RUNS:-5}
+REPEAT=${REPEAT:-2}
+MSGS=${CM_MSGS:-9}
+LAT=${CM_LINK_LAT_US:-1}
+bench_prepare
+bench_cc_ucp "$tmp/cm" "$bench_top/bench/choice-matrix.c"
+
+links=${CM_LINKS:-"default 100 25 10"}
+regs=${CM_REGS:-"measured plus20"}
+# each rank on a core of its own (bench/ucp_pair.h), as MPI launchers bind
+# ranks: unbound, the scheduler's placement of the two busy-polling ranks
+# moved a configuration's time by up to 2x from one run to the next
+base="$(softverbs_env) UCX_WARN_UNUSED_ENV_VARS=n PAIR_PIN=1"
+
+link_env() {
+    [ "$1" = default ] || echo "SOFTVERBS_LINK_GBPS=$1 SOFTVERBS_LINK_LAT_US=$LAT"
+}
+reg_env() {
+    [ "$1" = measured ] || echo "SOFTVERBS_REG_COST_US=20"
+}
+
+# the calibration of each fabric setting: the bound's inputs, and a warm
+# cache so that no timed run measures it
+for l in $links; do
+    for g in $regs; do
+        # shellcheck disable=SC2046,SC2086
+        env $base $(link_env "$l") $(reg_env "$g") \
+            "$UCX_HCR_PREFIX/bin/ucx_hcr_calib" -p -d softverbs0 \
+            > "$tmp/calib.$l.$g"
+    done
+done
+
+cols="auto eager bcopy sppln zcopy rcv"
+start=$(date +%s)
+for rep in $(seq "$REPEAT"); do
+    for r in $(seq "$RUNS"); do
+        for l in $links; do
+            for g in $regs; do
+                # one pair of processes per column, the columns in another
+                # order every round
+                for c in $(printf '%s\n' $cols | shuf); do
+                    # shellcheck disable=SC2046,SC2086
+                    env $base $(link_env "$l") $(reg_env "$g") CM_COLUMNS=$c \
+                        timeout 300 "$tmp/cm" -n "$MSGS" \
+                        >> "$tmp/$rep.$r.$l.$g" ||
+                        { echo "$c at link $l, reg $g, run $r failed" >&2;
+                          exit 1; }
+                done
+            done
+        done
+        echo "full run $rep, round $r of $RUNS done" \
+             "($(( $(date +%s) - start )) s)" >&2
+    done
+done
+elapsed=$(( $(date +%s) - start ))
+
+python3 - "$tmp" "$RUNS" "$REPEAT" "$elapsed" "$MSGS" "$LAT" "$links" "$regs" \
+    > "$out/choice-matrix.txt" <<'PY'
+import math, os, statistics, sys
+tmp, runs, repeat, elapsed, msgs, lat = sys.argv[1:7]
+runs, repeat = int(runs), int(repeat)
+links = sys.argv[7].split()
+regs = sys.argv[8].split()
+cols = ["auto", "eager", "bcopy", "sppln", "zcopy", "rcv"]
+forced = ["eager", "bcopy", "sppln", "zcopy"]
+bufs = ["fresh", "reused"]
+
+raw = {}
+for rep in range(1, repeat + 1):
+    for r in range(1, runs + 1):
+        for l in links:
+            for g in regs:
+                for line in open(f"{tmp}/{rep}.{r}.{l}.{g}"):
+                    s, c, f, u, fp, up = line.split()
+                    raw.setdefault((rep, r, l, g, c), {})[int(s)] = {
+                        "fresh": (float(f), fp), "reused": (float(u), up)}
+sizes = sorted(raw[(1, 1, links[0], regs[0], "auto")])
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), "?")
+
+def cell(rep, l, g, b, s, c):
+    return statistics.median(raw[(rep, r, l, g, c)][s][b][0]
+                             for r in range(1, runs + 1))
+
+def path(rep, l, g, b, s):
+    ps = [raw[(rep, r, l, g, "auto")][s][b][1] for r in range(1, runs + 1)]
+    return max(set(ps), key=ps.count)
+
+def calib(l, g):
+    kv = {}
+    for line in open(f"{tmp}/calib.{l}.{g}"):
+        if "=" in line:
+            k, v = line.strip().split("=", 1)
+            try:
+                kv[k] = float(v)
+            except ValueError:
+                kv[k] = v
+    return kv
+
+def copy_bw(kv, size):
+    pts = sorted((int(k[8:]), v) for k, v in kv.items()
+                 if k.startswith("copy_bw_"))
+    if size <= pts[0][0]:
+        return pts[0][1]
+    for (s0, b0), (s1, b1) in zip(pts, pts[1:]):
+        if size <= s1:
+            t = math.log(size / s0) / math.log(s1 / s0)
+            return b0 + t * (b1 - b0)
+    return pts[-1][1]
+
+def bound(l, g, size):
+    kv = calib(l, g)
+    lin = lambda p: kv[p + "_c"] + kv[p + "_m"] * size
+    wire = size / kv["net_bw"] + kv["net_latency"]
+    copy = size / copy_bw(kv, size)
+    recv = min(copy + lin("copy_fault"), lin("reg_nonresident"))
+    send = min(copy, lin("reg_resident"))
+    parts = {"wire": wire, "recv": recv, "send": send}
+    worst = max(parts, key=parts.get)
+    return (parts[worst] + kv["net_latency"]) * 1e6, worst
+
+def sz(s):
+    return "%dK" % (s >> 10) if s < (1 << 20) else "%dM" % (s >> 20)
+
+regret = {}
+print("# Regret matrix: hcr's automatic choice against each forced path, "
+      "on softverbs")
+print("# times in us per message (with its 1-byte answer), medians of %d "
+      "rounds of %s messages; %d full runs; links modelled with %s us "
+      "one way; measured in %d s" % (runs, msgs, repeat, lat, int(elapsed)))
+print("# %s, %d cores (%s), load average at the end %s" %
+      (os.popen("date -u '+%Y-%m-%d %H:%M UTC'").read().strip(),
+       os.cpu_count(), cpu, open("/proc/loadavg").read().split()[0]))
+print("# path: what rndv/sppln made of auto's messages (ucx: UCX's own "
+      "protocols took them); best: the fastest forced path")
+for rep in range(1, repeat + 1):
+    print()
+    print("## full run %d" % rep)
+    for l in links:
+        for g in regs:
+            print()
+            print("link %s, registration %s" %
+                  (l if l == "default" else l + " Gb/s",
+                   "as measured" if g == "measured" else "+20 us"))
+            print("%-5s %-6s %9s %9s %9s %9s %9s %9s  %-6s %-6s %7s %8s" %
+                  ("size", "bufs", "auto", "eager", "bcopy", "sppln", "zcopy",
+                   "rcv", "path", "best", "regret", "auto/rcv"))
+            for b in bufs:
+                for s in sizes:
+                    t = {c: cell(rep, l, g, b, s, c) for c in cols}
+                    best = min(forced, key=t.get)
+                    rg = t["auto"] / t[best] - 1
+                    regret[(rep, l, g, b, s)] = rg
+                    print("%-5s %-6s " % (sz(s), b) +
+                          " ".join("%9.1f" % t[c] for c in cols) +
+                          "  %-6s %-6s %6.1f%% %8.2f" %
+                          (path(rep, l, g, b, s), best, 100 * rg,
+                           t["auto"] / t["rcv"]))
+
+print()
+print("## summary")
+for rep in range(1, repeat + 1):
+    v = [x for k, x in regret.items() if k[0] == rep]
+    worst = max((x, k) for k, x in regret.items() if k[0] == rep)
+    reused = [cell(rep, l, g, "reused", s, "auto") /
+              cell(rep, l, g, "reused", s, "rcv")
+              for l in links for g in regs for s in sizes]
+    print("run %d: %d cells, regret <= 10%% in %.0f%% (goal >= 90%%), "
+          "<= 25%% in %.0f%% (goal 100%%); worst %.1f%% (link %s, reg %s, "
+          "%s, %s)" % (rep, len(v), 100.0 * sum(x <= 0.10 for x in v) / len(v),
+                       100.0 * sum(x <= 0.25 for x in v) / len(v),
+                       100 * worst[0], worst[1][1], worst[1][2], worst[1][3],
+                       sz(worst[1][4])))
+    print("       reused buffers, auto / rc_verbs: max %.2f, median %.2f "
+          "(goal <= 1.05)" % (max(reused), statistics.median(reused)))
+if repeat > 1:
+    spread = {k[1:]: max(regret[(rep,) + k[1:]] for rep in
+                         range(1, repeat + 1)) -
+                     min(regret[(rep,) + k[1:]] for rep in
+                         range(1, repeat + 1))
+              for k in regret if k[0] == 1}
+    sp = sorted(spread.values())
+    wk = max(spread, key=spread.get)
+    print("run-to-run spread of a cell's regret: median %.1f points, 90th "
+          "percentile %.1f, max %.1f (link %s, reg %s, %s, %s)" %
+          (100 * statistics.median(sp), 100 * sp[int(0.9 * (len(sp) - 1))],
+           100 * sp[-1], wk[0], wk[1], wk[2], sz(wk[3])))
+
+print()
+print("## first sends against their bound (fresh buffers, last full run)")
+print("%-8s %-8s %-5s %10s %-5s %10s %7s %8s" %
+      ("link", "reg", "size", "bound us", "by", "auto us", "ratio",
+       "goal"))
+rep = repeat
+for l in links:
+    for g in regs:
+        for s in sizes:
+            bd, by = bound(l, g, s)
+            a = cell(rep, l, g, "fresh", s, "auto")
+            goal = "<=1.25" if (l in ("25", "10") and s >= 256 << 10) else ""
+            flag = " missed" if goal and a / bd > 1.25 else ""
+            print("%-8s %-8s %-5s %10.1f %-5s %10.1f %7.2f %8s%s" %
+                  (l, g, sz(s), bd, by, a, a / bd, goal, flag))
+
+# the heat map's data: one row per link, registration and buffers
+with open(f"{tmp}/heat.dat", "w") as f:
+    for i, (l, g, b) in enumerate((l, g, b) for l in links for g in regs
+                                  for b in bufs):
+        for j, s in enumerate(sizes):
+            f.write("%d %d %.1f\n" % (j, i, 100 * regret[(repeat, l, g, b, s)]))
+        f.write("\n")
+with open(f"{tmp}/heat.labels", "w") as f:
+    f.write("set ytics (%s)\n" % ", ".join(
+        '"%s %s %s" %d' % (l if l == "default" else l + "G",
+                           "reg" if g == "measured" else "reg+20", b, i)
+        for i, (l, g, b) in enumerate((l, g, b) for l in links for g in regs
+                                      for b in bufs)))
+    f.write("set xtics (%s)\n" % ", ".join('"%s" %d' % (sz(s), j)
+                                           for j, s in enumerate(sizes)))
+    f.write("set yrange [-0.5:%.1f]\n" % (len(links) * len(regs) * 2 - 0.5))
+    f.write("set xrange [-0.5:%.1f]\n" % (len(sizes) - 0.5))
+PY
+
+if command -v gnuplot > /dev/null; then
+    gnuplot <<GP
+set terminal png size 900,700
+set output "$out/choice-matrix.png"
+set title "Regret of hcr's automatic choice (%, auto / best forced path - 1)"
+load "$tmp/heat.labels"
+set cbrange [0:50]
+set palette defined (0 "white", 10 "yellow", 25 "orange", 50 "red")
+unset key
+plot "$tmp/heat.dat" using 1:2:3 with image, \
+     "$tmp/heat.dat" using 1:2:(sprintf("%.0f", \$3)) with labels
+GP
+else
+    echo "gnuplot not installed: no heat map" >&2
+fi
+cat "$out/choice-matrix.txt"

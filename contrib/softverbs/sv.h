@@ -487,7 +487,8 @@ typedef struct {
     uint32_t       dlid;
     uint64_t       compare_add;
     uint64_t       swap;
-    uint64_t       deliver_ns;     /* link model: not before */
+    uint64_t wire_ns; /* link model: its bytes start to arrive */
+    uint64_t deliver_ns; /* link model: its last bytes arrive */
     struct ibv_sge sge[SV_MAX_SGE];
     uint8_t        inline_data[SV_MAX_INLINE];
 } sv_swqe_t;
@@ -584,7 +585,7 @@ void sv_rq_retired(uint32_t qpn, uint32_t n);
 void sv_rwqe_copy(sv_rwqe_t *dst, const sv_rwqe_t *src);
 void sv_async_post(sv_context_t *ctx, struct ibv_async_event *ev);
 void sv_async_drop_qp(sv_context_t *ctx, struct ibv_qp *ibqp);
-uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes);
+uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes, uint64_t *wire_p);
 
 const sv_mr_t *sv_mr_lookup(uint32_t key, int owner, uint32_t pd,
                             uint64_t addr, uint64_t len, uint32_t access);

@@ -42,37 +42,14 @@ static struct {
 };
 
 /*
- * Link model: a WR's bytes are on the wire from the time its link frees up
- * until deliver_ns, and an HCA places them as they arrive, so that its last
- * bytes land, and it completes, at deliver_ns. Placing a WR takes a copy, so
- * its execution starts that long before deliver_ns (started at it, a single
- * large WR took its wire time and then its copy's), and its last
- * SV_TAIL_BYTES and its completions wait for deliver_ns. The copy's cost
- * per byte is what this process's large copies took (an average over the
- * last few), 10 GB/s until one was measured.
+ * Link model: a WR's bytes are on the wire from wire_ns, when its link frees
+ * up, until deliver_ns, and an HCA places them as they arrive, so that its
+ * last bytes land, and it completes, at deliver_ns. Its execution starts at
+ * wire_ns (started at deliver_ns, a single large WR took its wire time and
+ * then its copy's), and its last SV_TAIL_BYTES and its completions wait for
+ * deliver_ns; a copy slower than the link ends after it, as a slow bus
+ * would make a NIC's.
  */
-static uint32_t sv_link_ps_per_byte = 100;
-
-#define SV_LINK_MEASURE_MIN (64 * 1024)
-
-/* how long before its deliver time a WR's execution starts */
-static uint64_t sv_link_lead_ns(const sv_swqe_t *w)
-{
-    return ((uint64_t)w->length * SV_LOAD_RELAXED(&sv_link_ps_per_byte)) / 1000;
-}
-
-/* a large copy of 'bytes' took 'ns': the average moves a quarter of the way */
-static void sv_link_measured(size_t bytes, uint64_t ns)
-{
-    uint64_t sample = (ns * 1000) / bytes;
-    uint32_t avg    = SV_LOAD_RELAXED(&sv_link_ps_per_byte);
-
-    __atomic_store_n(&sv_link_ps_per_byte,
-                     (uint32_t)((sample < UINT32_MAX) ?
-                                        (3 * (uint64_t)avg + sample) / 4 :
-                                        avg),
-                     __ATOMIC_RELAXED);
-}
 
 /* wait for a WR's deliver time (0: no link model) */
 static void sv_link_hold(uint64_t deliver_ns)
@@ -222,8 +199,6 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
 {
     struct iovec split[SV_MAX_SGE + 1], rbody[SV_MAX_RECV_SGE];
     size_t body = total - SV_TAIL_BYTES;
-    int measure = (deliver_ns != 0) && (total >= SV_LINK_MEASURE_MIN);
-    uint64_t t0 = measure ? sv_now_ns() : 0;
     int tail    = -1;
     int err;
 
@@ -258,10 +233,6 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
         if (err != 0) {
             return err;
         }
-        if (measure) {
-            sv_link_measured(body, sv_now_ns() - t0);
-            measure = 0;
-        }
         sv_iov_advance(&r, &rn, body);
         sv_link_hold(deliver_ns);
         return sv_xfer_kernel(pid, 1, l + tail, ln - tail, r, rn,
@@ -269,9 +240,6 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
     }
     err = sv_xfer_kernel(pid, to_remote, l, ln, r, rn, total);
 out:
-    if (measure) {
-        sv_link_measured(total, sv_now_ns() - t0);
-    }
     sv_link_hold(deliver_ns);
     return err;
 }
@@ -856,10 +824,8 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
                 break;
             }
             if (w->deliver_ns != 0 || qp->retry_at_ns != 0) {
-                /* the link model's WRs start a copy's time early */
-                start = (w->deliver_ns != 0) ?
-                                (w->deliver_ns - sv_link_lead_ns(w)) :
-                                0;
+                /* the link model's WRs start when their bytes do */
+                start = (w->deliver_ns != 0) ? w->wire_ns : 0;
                 now   = sv_now_ns();
                 if (start > now || qp->retry_at_ns > now) {
                     if (wake_ns != NULL) {
@@ -898,7 +864,7 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
     }
 }
 
-uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes)
+uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes, uint64_t *wire_p)
 {
     uint64_t now = sv_now_ns();
     uint64_t ser = (uint64_t)((double)bytes * 8.0 / sv_g.cfg.link_gbps);
@@ -910,6 +876,7 @@ uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes)
     } while (!__atomic_compare_exchange_n(&ctx->link_free_ns, &cur, end, 0,
                                           __ATOMIC_ACQ_REL,
                                           __ATOMIC_ACQUIRE));
+    *wire_p = start;
     return end + (uint64_t)(sv_g.cfg.link_lat_us * 1000.0) + 1;
 }
 

@@ -759,7 +759,10 @@ static int sv_swqe_fill(sv_qp_priv_t *qp, sv_swqe_t *w, struct ibv_send_wr *wr)
             w->sge[i] = wr->sg_list[i];
         }
     }
-    w->deliver_ns = sv_g.cfg.link_gbps > 0 ? sv_link_stamp(qp->ctx, len) : 0;
+    w->wire_ns    = 0;
+    w->deliver_ns = (sv_g.cfg.link_gbps > 0) ?
+                            sv_link_stamp(qp->ctx, len, &w->wire_ns) :
+                            0;
     return 0;
 }
 

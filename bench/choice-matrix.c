@@ -62,21 +62,21 @@ typedef struct {
 } cm_column_t;
 
 static cm_column_t cm_columns[] = {
-    {"auto", {{"TLS", "hcr"}}},
-    {"eager", {{"TLS", "hcr"}, {"RNDV_THRESH", "inf"}}},
-    {"bcopy",
-     {{"TLS", "hcr"},
-      {"RNDV_SPPLN_PATH", "bcopy"},
-      {"RNDV_SPPLN_THRESH", "16k"}}},
-    {"sppln",
-     {{"TLS", "hcr"},
-      {"RNDV_SPPLN_PATH", "sppln"},
-      {"RNDV_SPPLN_THRESH", "16k"}}},
-    {"zcopy",
-     {{"TLS", "hcr"},
-      {"RNDV_SPPLN_PATH", "zcopy"},
-      {"RNDV_SPPLN_THRESH", "16k"}}},
-    {"rcv", {{"TLS", "rc_v"}}},
+        {"auto", {{"TLS", "hcr"}}},
+        {"eager", {{"TLS", "hcr"}, {"RNDV_THRESH", "inf"}}},
+        {"bcopy",
+         {{"TLS", "hcr"},
+          {"RNDV_SPPLN_PATH", "bcopy"},
+          {"RNDV_SPPLN_THRESH", "16k"}}},
+        {"sppln",
+         {{"TLS", "hcr"},
+          {"RNDV_SPPLN_PATH", "sppln"},
+          {"RNDV_SPPLN_THRESH", "16k"}}},
+        {"zcopy",
+         {{"TLS", "hcr"},
+          {"RNDV_SPPLN_PATH", "zcopy"},
+          {"RNDV_SPPLN_THRESH", "16k"}}},
+        {"rcv", {{"TLS", "rc_v"}}},
 };
 
 static unsigned cm_num_columns = sizeof(cm_columns) / sizeof(cm_columns[0]);
@@ -136,7 +136,7 @@ static void cm_sent(const cm_column_t *col, uint64_t sent[4])
 static const char *cm_path(const cm_column_t *col, int n)
 {
     uint64_t after[4], total = 0;
-    int p, taken = 0;
+    int p, taken             = 0;
 
     cm_sent(col, after);
     for (p = 1; p < 4; ++p) {
@@ -168,8 +168,7 @@ static double cm_one(int sender, cm_column_t *col, void *buf, size_t size)
     } else {
         wait_req_on(col->worker, ucp_tag_recv_nbx(col->worker, buf, size, 1,
                                                   (ucp_tag_t)-1, &param));
-        wait_req_on(col->worker,
-                    ucp_tag_send_nbx(col->ep, &ack, 1, 2, &param));
+        wait_req_on(col->worker, ucp_tag_send_nbx(col->ep, &ack, 1, 2, &param));
     }
     return now() - t0;
 }

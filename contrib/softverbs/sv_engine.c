@@ -44,18 +44,57 @@ static struct {
 /*
  * Link model: a WR's bytes are on the wire from wire_ns, when its link frees
  * up, until deliver_ns, and an HCA places them as they arrive, so that its
- * last bytes land, and it completes, at deliver_ns. Its execution starts at
- * wire_ns (started at deliver_ns, a single large WR took its wire time and
- * then its copy's), and its last SV_TAIL_BYTES and its completions wait for
- * deliver_ns; a copy slower than the link ends after it, as a slow bus
- * would make a NIC's.
+ * last bytes land, and it completes, at deliver_ns. The engine thread starts
+ * a WR at wire_ns (started at deliver_ns, a single large WR took its wire
+ * time and then its copy's), and its last SV_TAIL_BYTES and its completions
+ * wait for deliver_ns; a copy slower than the link ends after it, as a slow
+ * bus would make a NIC's. An application thread that lends a hand
+ * (sv_engine_help()) waits inside ibv_poll_cq() for at most
+ * SV_LINK_HELP_HOLD_NS, so it starts a WR no earlier than that before its
+ * deliver time; a thread inside ibv_post_send() never waits, so it executes
+ * no WR that is not due yet.
  */
+#define SV_LINK_HELP_HOLD_NS 200000
+
+/* A long wait sleeps until this long before its end, and spins the rest */
+#define SV_LINK_SLEEP_EARLY_NS 100000
+
+/* when 'who' may start WR w (0: now, no link model) */
+static uint64_t sv_link_start_ns(const sv_swqe_t *w, sv_executor_t who)
+{
+    if (w->deliver_ns == 0) {
+        return 0;
+    }
+
+    switch (who) {
+    case SV_EXEC_THREAD:
+        return w->wire_ns;
+    case SV_EXEC_ENGINE:
+        return (w->deliver_ns - w->wire_ns > SV_LINK_HELP_HOLD_NS) ?
+                       (w->deliver_ns - SV_LINK_HELP_HOLD_NS) :
+                       w->wire_ns;
+    default:
+        return w->deliver_ns;
+    }
+}
 
 /* wait for a WR's deliver time (0: no link model) */
 static void sv_link_hold(uint64_t deliver_ns)
 {
-    while ((deliver_ns != 0) && (sv_now_ns() < deliver_ns)) {
-        __builtin_ia32_pause();
+    struct timespec ts;
+    uint64_t now;
+
+    while ((deliver_ns != 0) && ((now = sv_now_ns()) < deliver_ns)) {
+        if (deliver_ns - now > 2 * SV_LINK_SLEEP_EARLY_NS) {
+            /* the engine thread, behind a long latency */
+            ts.tv_sec = (deliver_ns - now - SV_LINK_SLEEP_EARLY_NS) /
+                        1000000000ull;
+            ts.tv_nsec = (deliver_ns - now - SV_LINK_SLEEP_EARLY_NS) %
+                         1000000000ull;
+            nanosleep(&ts, NULL);
+        } else {
+            __builtin_ia32_pause();
+        }
     }
 }
 
@@ -824,8 +863,7 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
                 break;
             }
             if (w->deliver_ns != 0 || qp->retry_at_ns != 0) {
-                /* the link model's WRs start when their bytes do */
-                start = (w->deliver_ns != 0) ? w->wire_ns : 0;
+                start = sv_link_start_ns(w, who);
                 now   = sv_now_ns();
                 if (start > now || qp->retry_at_ns > now) {
                     if (wake_ns != NULL) {

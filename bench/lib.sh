@@ -35,7 +35,7 @@ have_transport() {
 bench_free_port() {
     local port
     while :; do
-        port=$((20000 + RANDOM % 20000))
+        port=$((20000 + RANDOM % 12000))  # below the ephemeral ports (32768-)
         if ! ss -ltn 2>/dev/null | grep -q ":$port "; then
             echo "$port"
             return

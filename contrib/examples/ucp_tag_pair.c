@@ -79,6 +79,18 @@ static void sock_io(int fd, void *buf, size_t len, int out)
     }
 }
 
+/* whether a connected socket's two ends are one and the same */
+static int sock_is_self(int fd)
+{
+    struct sockaddr_in local, peer;
+    socklen_t len = sizeof(local), plen = sizeof(peer);
+
+    return (getsockname(fd, (struct sockaddr *)&local, &len) == 0) &&
+           (getpeername(fd, (struct sockaddr *)&peer, &plen) == 0) &&
+           (local.sin_port == peer.sin_port) &&
+           (local.sin_addr.s_addr == peer.sin_addr.s_addr);
+}
+
 /* the server listens, the client connects: one socket for the addresses */
 static int sock_connect(const char *host, int port)
 {
@@ -86,7 +98,6 @@ static int sock_connect(const char *host, int port)
     struct hostent *he;
     int fd, lfd, one = 1, tries;
 
-    fd = socket(AF_INET, SOCK_STREAM, 0);
     if (host != NULL) {
         he = gethostbyname(host);
         if (he == NULL) {
@@ -94,18 +105,27 @@ static int sock_connect(const char *host, int port)
             exit(1);
         }
         memcpy(&addr.sin_addr, he->h_addr_list[0], sizeof(addr.sin_addr));
-        for (tries = 0; connect(fd, (struct sockaddr *)&addr, sizeof(addr));
-             ++tries) {
+        /* the server may not listen yet: try again with a new socket (one
+         * whose connect failed is in no defined state), and never keep a
+         * socket that connected to itself, which TCP allows when the port
+         * asked for is the one it picked for the socket */
+        for (tries = 0;; ++tries) {
+            fd = socket(AF_INET, SOCK_STREAM, 0);
+            if ((connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0) &&
+                !sock_is_self(fd)) {
+                return fd;
+            }
+            close(fd);
             if (tries == 50) {
-                perror("ucp_tag_pair: connect");
+                fprintf(stderr, "ucp_tag_pair: cannot connect to %s:%d\n", host,
+                        port);
                 exit(1);
             }
-            usleep(100000); /* the server may not listen yet */
+            usleep(100000);
         }
-        return fd;
     }
 
-    lfd = fd;
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
     if (bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) || listen(lfd, 1)) {

@@ -34,7 +34,7 @@ export LD_PRELOAD=$lib
 # UCX registers more than the default 8 MiB memlock limit (see README.md)
 export SOFTVERBS_MEMLOCK_LIMIT=${SOFTVERBS_MEMLOCK_LIMIT:-unlimited}
 fails=0
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))  # below the ephemeral ports (32768-)
 
 # where the server and the client run
 srv=()

@@ -50,7 +50,7 @@ trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -Wall -o "$tmp/ucp_tag_pair" "$top/contrib/examples/ucp_tag_pair.c" \
     -I"$prefix/include" -L"$prefix/lib" -lucp -lucs
 
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))  # below the ephemeral ports (32768-)
 run_side() { # run_side OUT ARGS...: the recipe's line with our program
     local out=$1
     shift

@@ -22,7 +22,7 @@ static void readme_recipe(const char *tls)
     }
 
     status = th_run_cmd(&out,
-                        "TH_PREFIX='%s' timeout -k 10 120 bash "
+                        "TH_PREFIX='%s' timeout -k 10 200 bash "
                         "'%s/test/docs/run-readme-recipe.sh' %s 2>&1",
                         th_prefix(), TH_SRCDIR, tls);
     th_log("%s", out);
@@ -44,14 +44,16 @@ TH_TEST_TIMEOUT(readme, recipe_tcp, 150)
     readme_recipe("tcp");
 }
 
-/* the installed examples build with their header's own command and run */
-TH_TEST_TIMEOUT(readme, examples_build_and_run, 150)
+/* the installed examples build with their header's own command and run;
+ * the bound is the script's own bounds added up (two compilations, then
+ * 60 s for each example), which a loaded host may use */
+TH_TEST_TIMEOUT(readme, examples_build_and_run, 240)
 {
     char *out = NULL;
     int status;
 
     status = th_run_cmd(&out,
-                        "TH_PREFIX='%s' timeout -k 10 120 bash "
+                        "TH_PREFIX='%s' timeout -k 10 200 bash "
                         "'%s/test/docs/run-examples.sh' 2>&1",
                         th_prefix(), TH_SRCDIR);
     th_log("%s", out);

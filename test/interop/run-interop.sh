@@ -160,7 +160,7 @@ run_hpcc() {
 start_server() {
     local try
     for try in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 30000))
+        port=$((20000 + RANDOM % 12000))  # below the ephemeral ports (32768-)
         timeout -k 5 "$limit" "$@" -p "$port" > "$work/server.$port.log" 2>&1 &
         server_pid=$!
         for _ in $(seq 50); do

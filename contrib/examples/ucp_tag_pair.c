@@ -23,6 +23,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,25 @@ static void sock_io(int fd, void *buf, size_t len, int out)
         }
         done += n;
     }
+}
+
+/*
+ * Both sides are done: each tells the other over the socket and waits for
+ * the other's word, progressing its worker meanwhile. A worker that stopped
+ * progressing as soon as its own endpoint was closed could leave the peer's
+ * close waiting for it forever (over tcp, a lane still connecting needs
+ * both sides' progress to finish).
+ */
+static void sock_barrier(int fd, ucp_worker_h worker)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    char byte         = 1;
+
+    sock_io(fd, &byte, 1, 1);
+    while (poll(&pfd, 1, 0) == 0) {
+        ucp_worker_progress(worker);
+    }
+    sock_io(fd, &byte, 1, 0);
 }
 
 /* whether a connected socket's two ends are one and the same */
@@ -259,8 +279,7 @@ int main(int argc, char **argv)
         }
         ucp_request_free(req);
     }
-    sock_io(fd, &done, 1, 1);
-    sock_io(fd, &done, 1, 0);
+    sock_barrier(fd, worker);
     close(fd);
     free(peer);
     ucp_worker_release_address(worker, addr);

@@ -56,9 +56,6 @@ static struct {
  */
 #define SV_LINK_HELP_HOLD_NS 200000
 
-/* A long wait sleeps until this long before its end, and spins the rest */
-#define SV_LINK_SLEEP_EARLY_NS 100000
-
 /* when 'who' may start WR w (0: now, no link model) */
 static uint64_t sv_link_start_ns(const sv_swqe_t *w, sv_executor_t who)
 {
@@ -78,23 +75,14 @@ static uint64_t sv_link_start_ns(const sv_swqe_t *w, sv_executor_t who)
     }
 }
 
-/* wait for a WR's deliver time (0: no link model) */
+/* wait for a WR's deliver time (0: no link model); the engine thread,
+ * behind a long latency, sleeps most of it (sv_delay_ns()) */
 static void sv_link_hold(uint64_t deliver_ns)
 {
-    struct timespec ts;
-    uint64_t now;
+    uint64_t now = sv_now_ns();
 
-    while ((deliver_ns != 0) && ((now = sv_now_ns()) < deliver_ns)) {
-        if (deliver_ns - now > 2 * SV_LINK_SLEEP_EARLY_NS) {
-            /* the engine thread, behind a long latency */
-            ts.tv_sec = (deliver_ns - now - SV_LINK_SLEEP_EARLY_NS) /
-                        1000000000ull;
-            ts.tv_nsec = (deliver_ns - now - SV_LINK_SLEEP_EARLY_NS) %
-                         1000000000ull;
-            nanosleep(&ts, NULL);
-        } else {
-            __builtin_ia32_pause();
-        }
+    if ((deliver_ns != 0) && (now < deliver_ns)) {
+        sv_delay_ns(deliver_ns - now);
     }
 }
 
@@ -921,10 +909,10 @@ uint64_t sv_link_stamp(sv_context_t *ctx, uint64_t bytes, uint64_t *wire_p)
 /* ---------------------------------------------------------------------- */
 /* the engine thread: one per process, sleeps on a futex when idle */
 
-/* A timed futex wait overshoots by tens of microseconds on a virtual machine
- * (tens of microseconds on average, milliseconds now and then): the
- * engine wakes this early for a timer (RNR, retry, link model) and spins
- * the rest, so that a WR runs when it is due */
+/* A timed futex wait on a virtual machine overshoots by tens of
+ * microseconds, by milliseconds now and then: the engine wakes this early
+ * for a timer (RNR, retry, link model) and spins the rest, so that a WR
+ * runs when it is due */
 #define SV_ENGINE_WAKE_EARLY_NS 100000
 
 static void sv_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)

@@ -34,7 +34,12 @@
 
 #define FLOOR_MAX_SIZE (1 << 20)
 
-enum { FLOOR_POLLED, FLOOR_AFTER, FLOOR_RIDE, FLOOR_MODES };
+enum {
+    FLOOR_POLLED,
+    FLOOR_AFTER,
+    FLOOR_RIDE,
+    FLOOR_MODES
+};
 
 static double now_ns(void)
 {
@@ -67,9 +72,9 @@ static double floor_run(int mode, size_t size, int iters)
     /* one page of flags per rank, shared: each rank polls its own */
     volatile uint64_t *flags = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    char *buf = aligned_alloc(4096, FLOOR_MAX_SIZE);
-    char *src = aligned_alloc(4096, FLOOR_MAX_SIZE);
-    double *samples = calloc(iters, sizeof(*samples)), t0, med;
+    char *buf                = aligned_alloc(4096, FLOOR_MAX_SIZE);
+    char *src                = aligned_alloc(4096, FLOOR_MAX_SIZE);
+    double *samples          = calloc(iters, sizeof(*samples)), t0, med;
     volatile uint64_t *last, *mine, *theirs;
     struct iovec l[2], r[2];
     pid_t child, peer;
@@ -87,8 +92,8 @@ static double floor_run(int mode, size_t size, int iters)
         perror("fork");
         exit(1);
     }
-    rank   = (child == 0);
-    peer   = rank ? getppid() : child;
+    rank = (child == 0);
+    peer = rank ? getppid() : child;
     pin(rank);
     last   = (volatile uint64_t *)(buf + size - 8);
     mine   = flags + (rank ? 512 : 0);
@@ -162,7 +167,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    if ((iters < 1) || ((size != 0) && ((size < 8) || (size > FLOOR_MAX_SIZE)))) {
+    if ((iters < 1) ||
+        ((size != 0) && ((size < 8) || (size > FLOOR_MAX_SIZE)))) {
         fprintf(stderr, "softverbs-cqe-floor: -n >= 1, -s 8..%d\n",
                 FLOOR_MAX_SIZE);
         return 1;

@@ -35,6 +35,7 @@ typedef struct {
     uint64_t groups[2]; /* staging groups registered: send, receive */
     uint64_t busy_zcopy; /* zero-copy because every send group was busy */
     uint64_t populated; /* first chunk faulted in after the RTR */
+    uint64_t residency_probes; /* mincore() of a buffer, either side */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -1465,11 +1466,10 @@ SPPLN_TRUNC_TEST(zcopy)
 
 /* ---- the automatic takeover: UCX_RNDV_SPPLN_THRESH=auto ----------------- */
 
-/* The C_0 of a model (the bytes copied during a rendezvous round trip) */
-static size_t sppln_model_c0(const char *model)
+/* What rndv/sppln derives from a hand-written model */
+static void sppln_model_derive(const char *model, ucs_calib_derived_t *d)
 {
     char path[] = "/tmp/th-sppln-model-XXXXXX";
-    ucs_calib_derived_t d;
     ucs_calib_model_t m;
     FILE *f;
     int fd;
@@ -1482,7 +1482,15 @@ static size_t sppln_model_c0(const char *model)
     fclose(f);
     TH_ASSERT_UCS_OK(ucs_calib_model_read(path, &m));
     unlink(path);
-    ucs_calib_derive(&m, &d);
+    ucs_calib_derive(&m, d);
+}
+
+/* The C_0 of a model (the bytes copied during a rendezvous round trip) */
+static size_t sppln_model_c0(const char *model)
+{
+    ucs_calib_derived_t d;
+
+    sppln_model_derive(model, &d);
     return d.sp_c0;
 }
 
@@ -1578,6 +1586,131 @@ TH_TEST_TIMEOUT(sppln, auto_threshold_below_c0, 120)
 
     arg.super.model = SPPLN_MODEL_SLOW_NET;
     sppln_run(sppln_auto_rank, &arg.super);
+}
+
+
+/* ---- the residency of a buffer is looked up only where it decides ------ */
+
+/* registration far cheaper than copying: zero-copy from a few KiB up */
+#define SPPLN_MODEL_CHEAP_REG                                                  \
+    "reg_resident 1e-6 1e-12\n"                                                \
+    "reg_nonresident 1e-6 1e-12\n"                                             \
+    "dereg 1e-6 1e-12\n"                                                       \
+    "copy 65536 2e10\n"                                                        \
+    "copy 67108864 8e9\n"                                                      \
+    "net_latency 2e-6\n"                                                       \
+    "net_bw 5e9\n"                                                             \
+    "net_gap 1e-7\n"
+
+typedef struct {
+    sppln_arg_t super;
+    size_t size; /* of the fresh message */
+    int path; /* the path it must take */
+    uint64_t send_probes; /* mincore() calls on the sender for it */
+    uint64_t recv_probes; /* ... and on the receiver */
+} sppln_probe_arg_t;
+
+static uint64_t sppln_probes(th_ucp_t *ucp)
+{
+    const sppln_stats_t *st = ucp_proto_sppln_stats(ucp->worker);
+
+    return (st == NULL) ? 0 : st->residency_probes;
+}
+
+/* Rank 0 sends one fresh message: each side's residency lookups and the
+ * sender's path are counted */
+static void sppln_probe_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_probe_arg_t *arg = varg;
+    ucp_request_param_t param    = {0};
+    const sppln_stats_t *st;
+    uint64_t before, sent;
+    size_t map_len;
+    uint8_t *buf;
+    th_ucp_t ucp;
+    void *req;
+    char go;
+
+    sppln_env("auto", "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    buf    = sppln_map(arg->size, &map_len);
+    before = sppln_probes(&ucp);
+    if (rank == 0) {
+        st   = ucp_proto_sppln_stats(ucp.worker);
+        sent = (st == NULL) ? 0 : st->sent[arg->path];
+        th_fill_pattern(buf, arg->size, 990);
+        th_oob_recv(oob, 1, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_tag_send_nbx(ucp.ep, buf, arg->size,
+                                                      0x700, &param),
+                                     60.0));
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT(st != NULL);
+        TH_ASSERT_EQ(st->sent[arg->path] - sent, 1);
+        th_log("%zu bytes: %lu residency lookups on the sender", arg->size,
+               (unsigned long)(st->residency_probes - before));
+        TH_ASSERT_EQ(st->residency_probes - before, arg->send_probes);
+    } else {
+        req = ucp_tag_recv_nbx(ucp.worker, buf, arg->size, 0x700, (ucp_tag_t)-1,
+                               &param);
+        go  = 1;
+        th_oob_send(oob, 0, &go, 1);
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+        TH_CHECK_PATTERN(buf, arg->size, 990);
+        th_log("%zu bytes: %lu residency lookups on the receiver", arg->size,
+               (unsigned long)(sppln_probes(&ucp) - before));
+        TH_ASSERT_EQ(sppln_probes(&ucp) - before, arg->recv_probes);
+    }
+    munmap(buf, map_len);
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+/*
+ * Whether a buffer's pages are resident is a system call (mincore(), 0.9 us
+ * on a VM, the cost of a few KiB of a staged message). The sender asks only
+ * where a zero-copy threshold may be reached; the receiver of a staged
+ * transfer asks once (whether to fault its destination in), after its RTR.
+ * A staged 256 KiB message under a model whose zero-copy thresholds are
+ * higher: no lookup on the sender, one on the receiver. A 1 MiB message
+ * under a model where registering is cheap: the sender looks, and goes
+ * zero-copy (UCX's rendezvous: the receiver of rndv/sppln has no part).
+ */
+TH_TEST_TIMEOUT(sppln, residency_looked_up_where_it_decides, 120)
+{
+    sppln_probe_arg_t arg = {{"auto", "hcr", 0, 0, SPPLN_MODEL_BASE},
+                             256 * 1024,
+                             SP_BCOPY,
+                             0,
+                             1};
+    ucs_calib_derived_t d;
+
+    sppln_model_derive(SPPLN_MODEL_BASE, &d);
+    th_log("base model: zero-copy from %zu (resident) and %zu (not), "
+           "superpipeline from %zu",
+           d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+           d.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT], d.sp_thresh);
+    /* (unsigned: a threshold may be SIZE_MAX, never) */
+    TH_ASSERT(d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT] > arg.size);
+    TH_ASSERT(d.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT] > arg.size);
+    if (arg.size >= d.sp_thresh) {
+        arg.path = SP_SPPLN;
+    }
+    sppln_run(sppln_probe_rank, &arg.super);
+
+    sppln_model_derive(SPPLN_MODEL_CHEAP_REG, &d);
+    th_log("cheap registration: zero-copy from %zu (resident) and %zu (not)",
+           d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+           d.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT]);
+    arg.super.model = SPPLN_MODEL_CHEAP_REG;
+    arg.size        = SPPLN_MB;
+    TH_ASSERT(d.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT] <= arg.size);
+    arg.path        = SP_ZCOPY;
+    arg.send_probes = 1;
+    arg.recv_probes = 0;
+    sppln_run(sppln_probe_rank, &arg.super);
 }
 
 

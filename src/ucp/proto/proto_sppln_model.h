@@ -169,11 +169,12 @@ int ucp_sppln_staged_before(ucp_sppln_staged_table_t *table, const void *buffer,
 
 /* The path of a message: cached or sent before goes zero-copy, and so does
  * one that would wait for a staging group (staging_busy), else the measured
- * critical sizes decide */
+ * critical sizes decide; *probed_p tells whether the buffer's residency was
+ * looked up for it (a system call) */
 ucp_sppln_path_t
 ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                  const ucp_sppln_lane_model_t *lmodel, const void *buffer,
-                 size_t length, int staging_busy);
+                 size_t length, int staging_busy, int *probed_p);
 
 
 /* The performance ranges of rndv/sppln from the model, for a buffer that is

@@ -73,6 +73,9 @@ typedef struct {
     /* receiver: transfers into an untouched destination whose first chunk
      * was faulted in while the data was on its way */
     uint64_t populated;
+    /* buffers whose residency was looked up (mincore()), by senders and
+     * receivers of staged transfers */
+    uint64_t residency_probes;
 } ucp_sppln_stats_t;
 
 

@@ -186,16 +186,8 @@ void ucp_proto_sppln_recv_prepare(ucp_worker_h worker, ucp_request_t *req,
     }
 
     ++sw->stats.received[xfer->path];
-    /* contiguous host memory whose first page nobody touched yet */
-    xfer->recv.fresh =
-            (req->send.state.dt_iter.dt_class == UCP_DATATYPE_CONTIG) &&
-            (req->send.state.dt_iter.mem_info.type == UCS_MEMORY_TYPE_HOST) &&
-            (ucp_sppln_pages(req->send.state.dt_iter.type.contig.buffer) ==
-             UCS_CALIB_PAGES_NONRESIDENT);
-    ucs_debug("rndv/sppln req %p: receive %zu bytes into %p, %u chunks%s%s",
-              req, length, rreq->recv.buffer, xfer->n_chunks,
-              xfer->recv.fresh ? ", untouched pages: copy out with " : "",
-              xfer->recv.fresh ? ucp_sppln_fresh_names[sw->fresh_copy] : "");
+    ucs_debug("rndv/sppln req %p: receive %zu bytes into %p, %u chunks", req,
+              length, rreq->recv.buffer, xfer->n_chunks);
     return;
 
 err:
@@ -268,6 +260,32 @@ ucp_sppln_recv_send_ctrl(ucp_request_t *req, ucp_am_id_t am_id,
                                      UCP_SPPLN_FAULT_ACK_AHEAD);
     }
     return status;
+}
+
+/*
+ * Is the destination contiguous host memory whose first page nobody touched
+ * yet? Asked once the RTR is out, not when the RTS arrives: the answer is a
+ * system call (mincore(), 0.9 us on a VM) that nothing before the first
+ * sub-block needs, and the sender waits for the RTR.
+ */
+static void ucp_sppln_recv_check_fresh(ucp_request_t *req)
+{
+    ucp_sppln_xfer_t *xfer       = req->send.rndv.sppln_xfer;
+    ucp_sppln_worker_t *sw       = req->send.ep->worker->sppln;
+    ucp_datatype_iter_t *dt_iter = &req->send.state.dt_iter;
+
+    if ((dt_iter->dt_class != UCP_DATATYPE_CONTIG) ||
+        (dt_iter->mem_info.type != UCS_MEMORY_TYPE_HOST)) {
+        return;
+    }
+
+    ++sw->stats.residency_probes;
+    xfer->recv.fresh = (ucp_sppln_pages(dt_iter->type.contig.buffer) ==
+                        UCS_CALIB_PAGES_NONRESIDENT);
+    if (xfer->recv.fresh) {
+        ucs_debug("rndv/sppln req %p: untouched pages, copy out with %s", req,
+                  ucp_sppln_fresh_names[sw->fresh_copy]);
+    }
 }
 
 /*
@@ -368,6 +386,7 @@ static ucs_status_t ucp_sppln_recv_rtr_progress(uct_pending_req_t *self)
 
     /* the sub-block handler sends the request again when an ACK is owed */
     ucp_proto_request_set_stage(req, UCP_PROTO_RNDV_SPPLN_STAGE_ACK);
+    ucp_sppln_recv_check_fresh(req);
     ucp_sppln_recv_populate(req);
     return UCS_OK;
 }

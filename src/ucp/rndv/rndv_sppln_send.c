@@ -561,7 +561,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     ucp_sppln_xfer_t *xfer;
     ucs_status_t status;
     unsigned s;
-    int busy;
+    int busy, probed;
 
     *handed_over = 0;
     status       = ucp_sppln_worker_state(worker, &sw);
@@ -572,7 +572,8 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     busy = sw->groups_used[UCP_SPPLN_SIDE_SEND] >= sw->max_groups;
     path = ucp_sppln_choose(worker->context, &sw->staged, &spriv->lmodel,
                             req->send.state.dt_iter.type.contig.buffer, length,
-                            busy);
+                            busy, &probed);
+    sw->stats.residency_probes += probed;
     sw->stats.busy_zcopy += busy && (path == UCP_SPPLN_PATH_ZCOPY);
     if (path == UCP_SPPLN_PATH_ZCOPY) {
         if (ucp_sppln_can_register(req, spriv)) {

@@ -3,11 +3,13 @@
  * on softverbs, what hcr measures and publishes (md reg_cost, iface
  * attributes), the cache, the modes and a hand-written model.
  */
+#define _GNU_SOURCE
 #include "th_ucx.h"
 
 #include <ucs/calib/calib.h>
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +196,37 @@ TH_TEST(calib, superpipeline_counts_gaps)
     TH_ASSERT_GT(d_dear.sp_thresh, d_cheap.sp_thresh);
 }
 
+/* A transfer that takes the sender's core (net_cpu) keeps its copies from
+ * overlapping it: the superpipeline's rest costs the faster of the wire and
+ * the copy on top of the slower, in that share, and it wins no earlier */
+TH_TEST(calib, superpipeline_counts_net_cpu)
+{
+    ucs_calib_derived_t d_nic, d_cpu;
+    ucs_calib_model_t m;
+    double t_nic, t_cpu, rest;
+    size_t first;
+
+    calib_flat_model(&m, 1e-6, 0, 10e9);
+    m.net_bw = 8e9;
+    ucs_calib_derive(&m, &d_nic);
+    t_nic = ucs_calib_sp_time(&m, &d_nic, UCS_MBYTE);
+
+    m.net_cpu = 0.5;
+    ucs_calib_derive(&m, &d_cpu);
+    /* the same schedule */
+    TH_ASSERT_EQ(d_cpu.sp_c0, d_nic.sp_c0);
+    TH_ASSERT_EQ(d_cpu.sp_sub, d_nic.sp_sub);
+    t_cpu = ucs_calib_sp_time(&m, &d_cpu, UCS_MBYTE);
+    /* after the first chunk, the copy (10 GB/s) is the faster of the two */
+    first = ucs_calib_sp_first(d_nic.sp_c0, UCS_MBYTE);
+    rest  = (double)(UCS_MBYTE - first) / 10e9;
+    th_log("1 MiB: %.2f us with a NIC, %.2f us with half the copy exposed",
+           t_nic * 1e6, t_cpu * 1e6);
+    TH_ASSERT(calib_close(t_cpu - t_nic, 0.5 * rest, 1e-6));
+    /* a single chunk overlaps nothing either way: the threshold may stay */
+    TH_ASSERT_GE(d_cpu.sp_thresh, d_nic.sp_thresh);
+}
+
 /* a device that faults untouched pages in at the first transfer, not at
  * registration, makes zero-copy of such pages dearer by that much */
 TH_TEST(calib, crossover_counts_transfer_faults)
@@ -321,6 +354,7 @@ TH_TEST(calib, model_file_roundtrip)
     m.copy[2].size = 64 << 20;
     m.copy[2].bw   = 8e9;
     m.measure_time = 0.25;
+    m.net_cpu                          = 0.37;
 
     calib_tmpfile(path, sizeof(path), NULL);
     TH_ASSERT_UCS_OK(ucs_calib_model_write(&m, path));
@@ -342,6 +376,7 @@ TH_TEST(calib, model_file_roundtrip)
     }
     TH_ASSERT(calib_close(r.net_bw, m.net_bw, 1e-6));
     TH_ASSERT(calib_close(r.net_latency, m.net_latency, 1e-6));
+    TH_ASSERT(calib_close(r.net_cpu, m.net_cpu, 1e-6));
 }
 
 /* the copy engine's lines, and a model without them (hand-written files
@@ -522,6 +557,13 @@ TH_TEST(calib, model_file_errors)
     calib_assert_rejected("reg_resident 1e-6 1e-10\n");
     calib_assert_rejected("reg_resident one two\n");
     calib_assert_rejected("frobnicate 1 2\n");
+    /* a share: 0..1 */
+    calib_assert_rejected("reg_resident 1e-6 1e-10\n"
+                          "reg_nonresident 1e-6 1e-10\n"
+                          "dereg 1e-6 1e-11\n"
+                          "copy 65536 1e10\n"
+                          "net_bw 1e10\n"
+                          "net_cpu 1.5\n");
 }
 
 /* a private cache directory, so that the test measures */
@@ -623,6 +665,48 @@ TH_TEST(calib, hcr_publishes_measured_costs)
     setenv("UCX_CALIB_MODE", "force", 1);
     calib_tool_value("source", value, sizeof(value));
     TH_ASSERT_STR_EQ(value, "measured");
+    calib_rm_dir(dir);
+}
+
+/* Bound to one CPU, a process shares it with its helper threads (the copy
+ * engine's, softverbs' engine that executes large writes): a model measured
+ * so is not one for a process that may use two, and the cache keeps one of
+ * each. Bound to one, a 1 MiB write on softverbs takes the core its memcpy
+ * needs: net_cpu is high. */
+TH_TEST_TIMEOUT(calib, cache_keyed_on_cpus, 120)
+{
+    char dir[64], value[64], cpu_one[32], cpu_all[32];
+    cpu_set_t all, one;
+    int cpu;
+
+    calib_env(dir, sizeof(dir));
+    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+    if (CPU_COUNT(&all) < 2) {
+        calib_rm_dir(dir);
+        TH_SKIP("this process may run on one CPU only");
+    }
+    for (cpu = 0; !CPU_ISSET(cpu, &all); ++cpu) {
+    }
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+
+    TH_ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "measured");
+    calib_tool_value("net_cpu", cpu_one, sizeof(cpu_one));
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "cache");
+
+    TH_ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "measured");
+    calib_tool_value("net_cpu", cpu_all, sizeof(cpu_all));
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "cache");
+
+    th_log("net_cpu: %s bound to CPU %d, %s on %d CPUs", cpu_one, cpu, cpu_all,
+           CPU_COUNT(&all));
+    TH_ASSERT_DBL(atof(cpu_one), >=, 0.5);
     calib_rm_dir(dir);
 }
 

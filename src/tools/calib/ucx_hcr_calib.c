@@ -141,8 +141,8 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     for (i = 0; i < m->num_copy; ++i) {
         printf("copy_bw_%zu=%.6e\n", m->copy[i].size, m->copy[i].bw);
     }
-    printf("net_latency=%.9e\nnet_bw=%.6e\nnet_gap=%.9e\n", m->net_latency,
-           m->net_bw, m->net_gap);
+    printf("net_latency=%.9e\nnet_bw=%.6e\nnet_gap=%.9e\nnet_cpu=%.6f\n",
+           m->net_latency, m->net_bw, m->net_gap, m->net_cpu);
     print_size_kv("zcopy_thresh_resident",
                   d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
     print_size_kv("zcopy_thresh_nonresident",
@@ -218,6 +218,8 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
     printf("  %-32s %9.3f us\n", "latency (one way)", m->net_latency * 1e6);
     printf("  %-32s %9.0f MB/s\n", "bandwidth", m->net_bw / UCS_MBYTE);
     printf("  %-32s %9.3f us\n", "gap between messages", m->net_gap * 1e6);
+    printf("  %-32s %9.0f %%\n", "poster's core taken by a transfer",
+           m->net_cpu * 100);
     printf("critical sizes of a first send (a buffer not registered yet)\n");
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], s1, sizeof(s1));
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT], s2, sizeof(s2));

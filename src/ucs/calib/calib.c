@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -44,8 +45,9 @@
  */
 
 /* bump when the measurement or the file format changes meaning (4: values
- * are range-checked, a measured overlap is clamped to 0..1) */
-#define UCS_CALIB_FORMAT_VERSION 4
+ * are range-checked, a measured overlap is clamped to 0..1; 5: net_cpu, and
+ * the key names the CPUs the process may run on) */
+#define UCS_CALIB_FORMAT_VERSION 5
 
 /* modes of the cache directory: the user's alone */
 #define UCS_CALIB_DIR_MODE 0700
@@ -283,17 +285,31 @@ ucs_calib_cache_read(const char *path, ucs_calib_model_t *model)
     return status;
 }
 
+/* CPUs this process may run on (its affinity), at least 1 */
+static int ucs_calib_num_cpus(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        return 1;
+    }
+    return ucs_max(CPU_COUNT(&set), 1);
+}
+
 /* <dir>/<host>-<dev>-<crc of the full key>.model */
 static void ucs_calib_cache_path(const char *dir, const char *dev_name,
                                  const char *dev_key, char *path, size_t max)
 {
     char key[UCS_CALIB_KEY_MAX * 3], engine_key[UCS_CALIB_KEY_MAX];
 
-    /* the copy engine's settings change what its backends measure */
+    /* the copy engine's settings change what its backends measure, and the
+     * number of CPUs the process may run on what overlaps what: a process
+     * bound to one core shares it with its helper threads (the copy
+     * engine's, an emulated NIC's), one that may use more does not */
     ucs_copy_engine_config_str(engine_key, sizeof(engine_key));
-    ucs_snprintf_safe(key, sizeof(key), "v%d|%s|%s|%s|%s",
+    ucs_snprintf_safe(key, sizeof(key), "v%d|%s|%s|%s|%s|cpus=%d",
                       UCS_CALIB_FORMAT_VERSION, ucs_get_host_name(), dev_name,
-                      dev_key, engine_key);
+                      dev_key, engine_key, ucs_calib_num_cpus());
     ucs_snprintf_safe(path, max, "%s/%s-%s-%08x.model", dir,
                       ucs_get_host_name(), dev_name,
                       ucs_crc32(0, key, strlen(key)));

@@ -88,6 +88,11 @@ typedef struct ucs_calib_model {
     double                 net_latency; /* one-way, seconds */
     double                 net_bw;      /* bytes per second */
     double                 net_gap;     /* seconds between small messages */
+    /* share of a large transfer's time during which it takes the posting
+     * thread's core, so that copies there cannot overlap it: 0 where a NIC
+     * moves the data, up to 1 where the transfer is a copy on the process's
+     * own cores (an emulated NIC bound with the process) */
+    double net_cpu;
     /* copy engine backends */
     ucs_calib_engine_t     engine[UCS_COPY_BACKEND_LAST];
     /* how it was obtained */

@@ -196,7 +196,7 @@ double ucs_calib_sp_time(const ucs_calib_model_t *model,
     size_t first = ucs_min(size, ucs_calib_sp_first(derived->sp_c0, size));
     size_t n     = ucs_calib_sp_num_chunks(derived, size);
     size_t puts  = ucs_div_round_up(size, ucs_max(derived->sp_sub, 1));
-    double bw_copy, t_rest, before_last;
+    double bw_copy, t_rest, t_wire, t_copy, before_last;
     size_t sub;
 
     /* the last put: of the last chunk, what the ones before left */
@@ -209,13 +209,17 @@ double ucs_calib_sp_time(const ucs_calib_model_t *model,
                           size - (size_t)before_last);
 
     /* the first chunk's copy is exposed; later copies overlap the sends of
-     * earlier chunks, so the rest is bounded by the slower of the two; the
-     * receiver copies each sub-block out as it lands, so only its copy of
-     * the last one is exposed. Every sub-block is a put and every chunk an
-     * acknowledgment: each costs a gap. */
+     * earlier chunks, so the rest is bounded by the slower of the two, plus
+     * the share of the faster one that the transfers keep the sender's core
+     * from overlapping (net_cpu); the receiver copies each sub-block out as
+     * it lands, so only its copy of the last one is exposed. Every
+     * sub-block is a put and every chunk an acknowledgment: each costs a
+     * gap. */
     bw_copy = ucs_calib_copy_bw(model, first);
-    t_rest  = ucs_max((double)(size - first) / model->net_bw,
-                      (double)(size - first) / ucs_calib_copy_bw(model, size));
+    t_wire  = (double)(size - first) / model->net_bw;
+    t_copy  = (double)(size - first) / ucs_calib_copy_bw(model, size);
+    t_rest  = ucs_max(t_wire, t_copy) +
+             (model->net_cpu * ucs_min(t_wire, t_copy));
     return (first / bw_copy) + ((n + ucs_max(puts, n)) * model->net_gap) +
            model->net_latency + (first / model->net_bw) + t_rest +
            (sub / ucs_calib_copy_bw(model, sub));
@@ -488,6 +492,8 @@ ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max)
     ucs_calib_check_value(&check, "net_bw", UCS_CALIB_VALUE_BW, &model->net_bw);
     ucs_calib_check_value(&check, "net_gap", UCS_CALIB_VALUE_TIME,
                           &model->net_gap);
+    ucs_calib_check_value(&check, "net_cpu", UCS_CALIB_VALUE_SHARE,
+                          &model->net_cpu);
 
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         e = &model->engine[i];
@@ -570,6 +576,7 @@ void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
     fprintf(stream, "net_latency %.9e\n", model->net_latency);
     fprintf(stream, "net_bw %.9e\n", model->net_bw);
     fprintf(stream, "net_gap %.9e\n", model->net_gap);
+    fprintf(stream, "net_cpu %.6f\n", model->net_cpu);
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         e = &model->engine[i];
         if (e->bw > 0) {
@@ -748,6 +755,11 @@ static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
         model->net_gap = v[1];
         ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_TIME,
                               &model->net_gap);
+    } else if (!strcmp(key, "net_cpu")) {
+        UCS_CALIB_NEED_VALUES(1);
+        model->net_cpu = v[1];
+        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_SHARE,
+                              &model->net_cpu);
     } else if (!strcmp(key, "measure_time")) {
         UCS_CALIB_NEED_VALUES(1);
         model->measure_time = v[1];

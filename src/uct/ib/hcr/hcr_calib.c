@@ -12,6 +12,7 @@
 
 #include <uct/ib/base/ib_device.h>
 #include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #define UCT_HCR_CALIB_BW_MSG       UCS_MBYTE
 #define UCT_HCR_CALIB_BW_MSGS      16
 #define UCT_HCR_CALIB_QP_DEPTH     64
+#define UCT_HCR_CALIB_CPU_REPS     7
 #define UCT_HCR_CALIB_TIMEOUT      5.0 /* seconds, for one completion */
 
 static const size_t uct_hcr_calib_reg_sizes[] = {
@@ -567,6 +569,84 @@ static ucs_status_t uct_hcr_calib_measure_net(uct_hcr_calib_loop_t *loop,
     return UCS_OK;
 }
 
+/* One 1 MiB write, and with @a copy_buf a 1 MiB memcpy while it is in
+ * flight; returns the seconds both took in @a t_p */
+static ucs_status_t uct_hcr_calib_write_copy(uct_hcr_calib_loop_t *loop,
+                                             char *copy_buf, uint64_t wr_id,
+                                             double *t_p)
+{
+    ucs_time_t start = ucs_get_time();
+    ucs_status_t status;
+
+    status = uct_hcr_calib_write(loop, UCT_HCR_CALIB_BW_MSG, IBV_SEND_SIGNALED,
+                                 wr_id);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (copy_buf != NULL) {
+        memcpy(copy_buf + UCT_HCR_CALIB_BW_MSG, copy_buf, UCT_HCR_CALIB_BW_MSG);
+        ucs_compiler_fence();
+    }
+    status = uct_hcr_calib_wait(loop, 1);
+    *t_p   = ucs_time_to_sec(ucs_get_time() - start);
+    return status;
+}
+
+/*
+ * net_cpu: the share of a large write's time that the posting thread
+ * cannot spend copying. A 1 MiB write alone, a 1 MiB memcpy alone, then the
+ * memcpy while the write is in flight: where a NIC moves the data the two
+ * together take the longer of the two; where the transfer is a copy on the
+ * poster's own core (an emulated NIC in a process bound to one core) they
+ * take their sum. The superpipeline's model needs it: its sender copies
+ * one chunk while the previous one is on the wire.
+ */
+static ucs_status_t uct_hcr_calib_measure_net_cpu(uct_hcr_calib_loop_t *loop,
+                                                  ucs_calib_model_t *model)
+{
+    double t_put[UCT_HCR_CALIB_CPU_REPS], t_copy[UCT_HCR_CALIB_CPU_REPS];
+    double t_both[UCT_HCR_CALIB_CPU_REPS], put, copy, both;
+    ucs_status_t status = UCS_OK;
+    ucs_time_t start;
+    char *copy_buf;
+    unsigned i;
+
+    copy_buf = ucs_malloc(2 * UCT_HCR_CALIB_BW_MSG, "hcr calib copy");
+    if (copy_buf == NULL) {
+        ucs_error("hcr calib: failed to allocate %zu bytes",
+                  (size_t)(2 * UCT_HCR_CALIB_BW_MSG));
+        return UCS_ERR_NO_MEMORY;
+    }
+    memset(copy_buf, 1, 2 * UCT_HCR_CALIB_BW_MSG);
+
+    for (i = 0; i < UCT_HCR_CALIB_CPU_REPS; ++i) {
+        status = uct_hcr_calib_write_copy(loop, NULL, i, &t_put[i]);
+        if (status != UCS_OK) {
+            goto out;
+        }
+        start = ucs_get_time();
+        memcpy(copy_buf + UCT_HCR_CALIB_BW_MSG, copy_buf, UCT_HCR_CALIB_BW_MSG);
+        ucs_compiler_fence();
+        t_copy[i] = ucs_time_to_sec(ucs_get_time() - start);
+        status    = uct_hcr_calib_write_copy(loop, copy_buf, i, &t_both[i]);
+        if (status != UCS_OK) {
+            goto out;
+        }
+    }
+
+    put            = ucs_calib_median(t_put, UCT_HCR_CALIB_CPU_REPS);
+    copy           = ucs_calib_median(t_copy, UCT_HCR_CALIB_CPU_REPS);
+    both           = ucs_calib_median(t_both, UCT_HCR_CALIB_CPU_REPS);
+    model->net_cpu = (both - ucs_max(put, copy)) / ucs_min(put, copy);
+    model->net_cpu = ucs_min(ucs_max(model->net_cpu, 0.0), 1.0);
+    ucs_debug("hcr calib: 1 MiB write %.1f us, memcpy %.1f us, both %.1f us: "
+              "net_cpu %.2f",
+              put * 1e6, copy * 1e6, both * 1e6, model->net_cpu);
+out:
+    ucs_free(copy_buf);
+    return status;
+}
+
 static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
 {
     uct_ib_md_t *md = arg;
@@ -586,6 +666,9 @@ static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
     status = uct_hcr_calib_measure_xfer(md, &loop, model);
     if (status == UCS_OK) {
         status = uct_hcr_calib_measure_net(&loop, model);
+    }
+    if (status == UCS_OK) {
+        status = uct_hcr_calib_measure_net_cpu(&loop, model);
     }
 
     uct_hcr_calib_loop_close(&loop);

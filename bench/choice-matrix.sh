@@ -14,7 +14,10 @@
 #   zcopy  rndv/sppln forced to hand every message to UCX's own choice
 #          (its rendezvous zero-copy, with the registration cache)
 #   rcv    rc_verbs with UCX's registration cache, the reference
-# Each ranks runs on a core of its own (PAIR_PIN=1). A cell's time is the
+# Fresh buffers are mapped for each message; reused ones are timed from
+# their third send on (the automatic choice stages a buffer's first send
+# and registers it on the second: bench/choice-matrix.c).
+# Each rank runs on a core of its own (PAIR_PIN=1). A cell's time is the
 # median over RUNS rounds (default 5) of each round's median message (of
 # CM_MSGS, default 9). Regret = auto / best of eager, bcopy, sppln, zcopy
 # - 1. The whole matrix is measured REPEAT times (default 2) to show how
@@ -56,12 +59,13 @@ reg_env() {
 }
 
 # the calibration of each fabric setting: the bound's inputs, and a warm
-# cache so that no timed run measures it
+# cache so that no timed run measures it (bound to one core, as the ranks
+# are: the cache keeps a model per number of CPUs a process may use)
 for l in $links; do
     for g in $regs; do
         # shellcheck disable=SC2046,SC2086
         env $base $(link_env "$l") $(reg_env "$g") \
-            "$UCX_HCR_PREFIX/bin/ucx_hcr_calib" -p -d softverbs0 \
+            taskset -c 0 "$UCX_HCR_PREFIX/bin/ucx_hcr_calib" -p -d softverbs0 \
             > "$tmp/calib.$l.$g"
     done
 done

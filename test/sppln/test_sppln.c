@@ -1714,6 +1714,107 @@ TH_TEST_TIMEOUT(sppln, residency_looked_up_where_it_decides, 120)
 }
 
 
+/* registration dearer than any copy here, on any pages */
+#define SPPLN_MODEL_DEAR_REG                                                   \
+    "reg_resident 1e-3 1e-9\n"                                                 \
+    "reg_nonresident 1e-3 1e-9\n"                                              \
+    "dereg 1e-4 1e-10\n"                                                       \
+    "copy 65536 2e10\n"                                                        \
+    "copy 67108864 8e9\n"                                                      \
+    "net_latency 2e-6\n"                                                       \
+    "net_bw 5e9\n"                                                             \
+    "net_gap 1e-7\n"
+
+/* registration cheap on resident pages only: the pages decide */
+#define SPPLN_MODEL_REG_BY_PAGES                                               \
+    "reg_resident 1e-6 1e-12\n"                                                \
+    "reg_nonresident 1e-3 1e-9\n"                                              \
+    "dereg 1e-6 1e-12\n"                                                       \
+    "copy 65536 2e10\n"                                                        \
+    "copy 67108864 8e9\n"                                                      \
+    "net_latency 2e-6\n"                                                       \
+    "net_bw 5e9\n"                                                             \
+    "net_gap 1e-7\n"
+
+/* Rank 1 puts 1 MiB from a buffer it wrote (resident, neither cached nor
+ * put before) into rank 0's region: its path and residency lookups */
+static void
+sppln_rma_probe_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_probe_arg_t *arg = varg;
+    ucp_request_param_t param    = {0};
+    uint64_t counts[3], remote, before;
+    size_t map_len, len;
+    uint8_t *region, *src;
+    ucp_rkey_h rkey;
+    ucp_mem_h memh;
+    th_ucp_t ucp;
+
+    sppln_env("auto", "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_RMA);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    if (rank == 0) {
+        region = malloc(arg->size);
+        TH_ASSERT(region != NULL);
+        memset(region, 0, arg->size);
+        memh = th_ucp_mem_map(&ucp, region, arg->size);
+        th_ucp_send_rkey(&ucp, oob, 1, memh, region);
+        th_ucp_oob_recv(&ucp, oob, 1, &len, sizeof(len));
+        TH_CHECK_PATTERN(region, arg->size, 995);
+        th_ucp_flush_barrier(&ucp, oob);
+        TH_ASSERT_UCS_OK(ucp_mem_unmap(ucp.context, memh));
+        free(region);
+        th_ucp_cleanup(&ucp);
+        return;
+    }
+
+    th_ucp_recv_rkey(&ucp, oob, 0, &rkey, &remote);
+    src = sppln_map(arg->size, &map_len);
+    th_fill_pattern(src, arg->size, 995);
+    sppln_rma_counts(&ucp, counts);
+    before = sppln_probes(&ucp);
+    TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                 ucp_put_nbx(ucp.ep, src, arg->size, remote,
+                                             rkey, &param),
+                                 60.0));
+    TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param), 60.0));
+    th_log("put of %zu bytes: %s, %lu residency lookups", arg->size,
+           sppln_rma_path_names[sppln_rma_path(&ucp, counts)],
+           (unsigned long)(sppln_probes(&ucp) - before));
+    TH_ASSERT_EQ(sppln_rma_path(&ucp, counts), arg->path);
+    TH_ASSERT_EQ(sppln_probes(&ucp) - before, arg->send_probes);
+    munmap(src, map_len);
+
+    len = 0;
+    th_oob_send(oob, 0, &len, sizeof(len));
+    th_ucp_flush_barrier(&ucp, oob);
+    ucp_rkey_destroy(rkey);
+    th_ucp_cleanup(&ucp);
+}
+
+/* put/choose asks for a buffer's residency (a system call) only when the
+ * model's answer for resident pages and for untouched ones differ: a
+ * registration dearer than the copy on both stages the put without asking;
+ * one cheap on resident pages only asks, and the written buffer goes
+ * zero-copy */
+TH_TEST_TIMEOUT(sppln, rma_residency_looked_up_where_it_decides, 120)
+{
+    sppln_probe_arg_t arg = {{"auto", "hcr", 0, 0, SPPLN_MODEL_DEAR_REG},
+                             SPPLN_MB,
+                             SP_RMA_STAGED,
+                             0,
+                             0};
+
+    sppln_run(sppln_rma_probe_rank, &arg.super);
+
+    arg.super.model = SPPLN_MODEL_REG_BY_PAGES;
+    arg.path        = SP_RMA_ZCOPY;
+    arg.send_probes = 1;
+    sppln_run(sppln_rma_probe_rank, &arg.super);
+}
+
+
 /* ---- a message that would wait for a staging group goes zero-copy ------ */
 
 #define SPPLN_NUM_BUSY 4

@@ -271,6 +271,45 @@ ucp_rma_choose_init(const ucp_proto_init_params_t *init_params)
     return UCS_OK;
 }
 
+/* What the model says for a buffer that is neither cached nor copied before,
+ * with @a pages */
+static unsigned ucp_rma_choose_by_model(const ucp_rma_choose_priv_t *cpriv,
+                                        const ucp_sppln_config_t *cfg,
+                                        ucp_operation_id_t op_id, size_t length,
+                                        ucs_calib_pages_t pages)
+{
+    double t_bcopy, t_zcopy, t_reg;
+
+    t_reg = ucs_calib_reg_time(&cpriv->model, length, pages);
+
+    /* UCX's bcopy estimate counts nothing per fragment beyond the copy,
+     * and neither does the measured model (its network gap is a loopback's):
+     * only where one fragment carries the message is it a fair estimate.
+     * A larger put can be staged in a few large chunks instead, whose
+     * transfer costs what zcopy's does: the copy against the registration
+     * decides. */
+    if (length > cpriv->bcopy_max_frag) {
+        return ((op_id == UCP_OP_ID_PUT) &&
+                (length <= (UCP_SPPLN_NUM_SLOTS * cfg->slot_size)) &&
+                (ucs_calib_copy_time(&cpriv->model, length, pages) < t_reg)) ?
+                       UCP_RMA_CHOOSE_STAGED :
+                       UCP_RMA_CHOOSE_ZCOPY;
+    }
+
+    t_bcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_BCOPY], length);
+    t_zcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_ZCOPY], length) +
+              t_reg;
+    if (pages == UCS_CALIB_PAGES_NONRESIDENT) {
+        t_bcopy += ucs_linear_func_apply(cpriv->model.copy_fault, length);
+    }
+
+    ucs_trace("%zu bytes, %s pages: bcopy %.2f us, register and zcopy %.2f us",
+              length,
+              (pages == UCS_CALIB_PAGES_RESIDENT) ? "resident" : "non-resident",
+              t_bcopy * 1e6, t_zcopy * 1e6);
+    return (t_zcopy < t_bcopy) ? UCP_RMA_CHOOSE_ZCOPY : UCP_RMA_CHOOSE_BCOPY;
+}
+
 /* Which protocol moves this message; *cached_p: the buffer is registered
  * in UCP's cache already */
 static unsigned ucp_rma_choose_which(ucp_request_t *req,
@@ -282,8 +321,7 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
     void *buffer                  = req->send.state.dt_iter.type.contig.buffer;
     size_t length                 = req->send.state.dt_iter.length;
     ucp_operation_id_t op_id      = req->send.proto_config->select_param.op_id;
-    double t_bcopy, t_zcopy, t_reg;
-    ucs_calib_pages_t pages;
+    unsigned resident, untouched;
 
     *cached_p = 0;
     if (cfg->path == UCP_SPPLN_PATH_ZCOPY) {
@@ -310,37 +348,18 @@ static unsigned ucp_rma_choose_which(ucp_request_t *req,
         return UCP_RMA_CHOOSE_ZCOPY;
     }
 
-    pages = ucp_sppln_pages(buffer);
-    t_reg = ucs_calib_reg_time(&cpriv->model, length, pages);
-
-    /* UCX's bcopy estimate counts nothing per fragment beyond the copy,
-     * and neither does the measured model (its network gap is a loopback's):
-     * only where one fragment carries the message is it a fair estimate.
-     * A larger put can be staged in a few large chunks instead, whose
-     * transfer costs what zcopy's does: the copy against the registration
-     * decides. */
-    if (length > cpriv->bcopy_max_frag) {
-        return ((op_id == UCP_OP_ID_PUT) &&
-                (length <= (UCP_SPPLN_NUM_SLOTS * cfg->slot_size)) &&
-                (ucs_calib_copy_time(&cpriv->model, length, pages) < t_reg)) ?
-                       UCP_RMA_CHOOSE_STAGED :
-                       UCP_RMA_CHOOSE_ZCOPY;
+    /* the pages' residency is a system call (mincore(), 0.9 us on a VM):
+     * asked only when the answer depends on it */
+    resident  = ucp_rma_choose_by_model(cpriv, cfg, op_id, length,
+                                        UCS_CALIB_PAGES_RESIDENT);
+    untouched = ucp_rma_choose_by_model(cpriv, cfg, op_id, length,
+                                        UCS_CALIB_PAGES_NONRESIDENT);
+    if (resident == untouched) {
+        return resident;
     }
-
-    t_bcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_BCOPY], length);
-    t_zcopy = ucp_rma_choose_time(&cpriv->perf[UCP_RMA_CHOOSE_ZCOPY], length) +
-              t_reg;
-    if (pages == UCS_CALIB_PAGES_NONRESIDENT) {
-        t_bcopy += ucs_linear_func_apply(cpriv->model.copy_fault, length);
-    }
-
-    ucs_trace_req("req %p: %zu bytes, %s pages: bcopy %.2f us, register and "
-                  "zcopy %.2f us",
-                  req, length,
-                  (pages == UCS_CALIB_PAGES_RESIDENT) ? "resident" :
-                                                        "non-resident",
-                  t_bcopy * 1e6, t_zcopy * 1e6);
-    return (t_zcopy < t_bcopy) ? UCP_RMA_CHOOSE_ZCOPY : UCP_RMA_CHOOSE_BCOPY;
+    ++sw->stats.residency_probes;
+    return (ucp_sppln_pages(buffer) == UCS_CALIB_PAGES_RESIDENT) ? resident :
+                                                                   untouched;
 }
 
 /* Whether the zcopy path can register the buffer: registering it now puts

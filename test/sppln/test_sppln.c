@@ -447,6 +447,33 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_cleanup(&ucp);
 }
 
+/* One tagged message from rank 0 to rank 1, sent once rank 1 has posted
+ * its receive (so that it is expected): rank 0's part */
+static void sppln_send_to_posted(th_ucp_t *ucp, th_oob_t *oob, void *buf,
+                                 size_t size, ucp_tag_t tag)
+{
+    ucp_request_param_t param = {0};
+    char go;
+
+    th_oob_recv(oob, 1, &go, 1);
+    TH_ASSERT_UCS_OK(
+            th_ucp_wait(ucp, ucp_tag_send_nbx(ucp->ep, buf, size, tag, &param),
+                        60.0));
+}
+
+/* ... and rank 1's */
+static void sppln_recv_posted(th_ucp_t *ucp, th_oob_t *oob, void *buf,
+                              size_t size, ucp_tag_t tag)
+{
+    ucp_request_param_t param = {0};
+    char go                   = 1;
+    void *req;
+
+    req = ucp_tag_recv_nbx(ucp->worker, buf, size, tag, (ucp_tag_t)-1, &param);
+    th_oob_send(oob, 0, &go, 1);
+    TH_ASSERT_UCS_OK(th_ucp_wait(ucp, req, 60.0));
+}
+
 /*
  * A message that fits in its first chunk (bcopy, 256 KiB) into an untouched
  * destination at an odd offset: the receiver faults the destination in after
@@ -459,15 +486,12 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
 static void sppln_populate_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
-    ucp_request_param_t param = {0};
     uint64_t populated, kcopy;
     const sppln_stats_t *st;
     size_t map_len, k;
     uint8_t *map, *buf;
     th_ucp_t ucp;
     unsigned i;
-    void *req;
-    char go;
 
     sppln_env("bcopy", "hcr");
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
@@ -478,12 +502,8 @@ static void sppln_populate_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         buf = map + 100;
         if (rank == 0) {
             th_fill_pattern(buf, SPPLN_POPULATE_SIZE, 950 + i);
-            th_oob_recv(oob, 1, &go, 1);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                                         ucp_tag_send_nbx(ucp.ep, buf,
-                                                          SPPLN_POPULATE_SIZE,
-                                                          0x600 + i, &param),
-                                         60.0));
+            sppln_send_to_posted(&ucp, oob, buf, SPPLN_POPULATE_SIZE,
+                                 0x600 + i);
         } else {
             st        = ucp_proto_sppln_stats(ucp.worker);
             populated = (st == NULL) ? 0 : st->populated;
@@ -491,11 +511,7 @@ static void sppln_populate_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             if (i == 1) {
                 memset(buf, 0x11, SPPLN_POPULATE_SIZE);
             }
-            req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_POPULATE_SIZE,
-                                   0x600 + i, (ucp_tag_t)-1, &param);
-            go  = 1;
-            th_oob_send(oob, 0, &go, 1);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+            sppln_recv_posted(&ucp, oob, buf, SPPLN_POPULATE_SIZE, 0x600 + i);
             TH_CHECK_PATTERN(buf, SPPLN_POPULATE_SIZE, 950 + i);
             for (k = 0; k < 100; ++k) {
                 TH_ASSERT_EQ(map[k], 0);
@@ -1027,6 +1043,51 @@ static void sppln_rma_burst(th_ucp_t *ucp, uint64_t remote, ucp_rkey_h rkey)
     munmap(dst, map_len2);
 }
 
+/* Rank 0's part of an RMA test: exposes a zeroed region of @a size bytes
+ * to rank 1, waits for its word that it is done (sppln_rma_done()), checks
+ * the region with @a check and leaves */
+static void sppln_rma_target(th_ucp_t *ucp, th_oob_t *oob, size_t size,
+                             void (*check)(const uint8_t *region))
+{
+    uint8_t *region;
+    ucp_mem_h memh;
+    size_t len;
+
+    region = malloc(size);
+    TH_ASSERT(region != NULL);
+    memset(region, 0, size);
+    memh = th_ucp_mem_map(ucp, region, size);
+    th_ucp_send_rkey(ucp, oob, 1, memh, region);
+    th_ucp_oob_recv(ucp, oob, 1, &len, sizeof(len));
+    check(region);
+    th_ucp_flush_barrier(ucp, oob);
+    TH_ASSERT_UCS_OK(ucp_mem_unmap(ucp->context, memh));
+    free(region);
+    th_ucp_cleanup(ucp);
+}
+
+/* Rank 1's end of an RMA test: tells rank 0 it is done and leaves */
+static void sppln_rma_done(th_ucp_t *ucp, th_oob_t *oob, ucp_rkey_h rkey)
+{
+    size_t len = 0;
+
+    th_oob_send(oob, 0, &len, sizeof(len));
+    th_ucp_flush_barrier(ucp, oob);
+    ucp_rkey_destroy(rkey);
+    th_ucp_cleanup(ucp);
+}
+
+/* what rank 1 of sppln_rma_rank() puts: each size at its offset */
+static void sppln_rma_check_sizes(const uint8_t *region)
+{
+    size_t i, off;
+
+    for (i = 0, off = 0; i < ucs_static_array_size(sppln_rma_sizes);
+         off += sppln_rma_sizes[i++]) {
+        TH_CHECK_PATTERN(region + off, sppln_rma_sizes[i], 500 + i);
+    }
+}
+
 /* Rank 0 exposes a region; rank 1 puts each size from a fresh mapping at an
  * unaligned offset (again if it took zcopy: a cache hit), then gets it back
  * into another fresh mapping and checks it. Rank 0 checks the region. */
@@ -1037,10 +1098,9 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     ucp_request_param_t param  = {0};
     const sppln_stats_t *st;
     size_t i, off, len, map_len, map_len2;
-    uint8_t *region, *src, *dst;
+    uint8_t *src, *dst;
     uint64_t counts[3], remote;
     ucp_rkey_h rkey;
-    ucp_mem_h memh;
     th_ucp_t ucp;
     int path;
 
@@ -1057,19 +1117,7 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
     if (rank == 0) {
-        region = malloc(SPPLN_RMA_REGION);
-        TH_ASSERT(region != NULL);
-        memset(region, 0, SPPLN_RMA_REGION);
-        memh = th_ucp_mem_map(&ucp, region, SPPLN_RMA_REGION);
-        th_ucp_send_rkey(&ucp, oob, 1, memh, region);
-        th_ucp_oob_recv(&ucp, oob, 1, &len, sizeof(len));
-        for (i = 0, off = 0; i < n; off += sppln_rma_sizes[i++]) {
-            TH_CHECK_PATTERN(region + off, sppln_rma_sizes[i], 500 + i);
-        }
-        th_ucp_flush_barrier(&ucp, oob);
-        TH_ASSERT_UCS_OK(ucp_mem_unmap(ucp.context, memh));
-        free(region);
-        th_ucp_cleanup(&ucp);
+        sppln_rma_target(&ucp, oob, SPPLN_RMA_REGION, sppln_rma_check_sizes);
         return;
     }
 
@@ -1150,11 +1198,7 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                      st->rma[SP_RMA_STAGED], 3 * n + SPPLN_RMA_BURST + 1);
     }
 
-    len = 0;
-    th_oob_send(oob, 0, &len, sizeof(len));
-    th_ucp_flush_barrier(&ucp, oob);
-    ucp_rkey_destroy(rkey);
-    th_ucp_cleanup(&ucp);
+    sppln_rma_done(&ucp, oob, rkey);
 }
 
 #define SPPLN_RMA_TEST(_path) \
@@ -1622,14 +1666,11 @@ static uint64_t sppln_probes(th_ucp_t *ucp)
 static void sppln_probe_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_probe_arg_t *arg = varg;
-    ucp_request_param_t param    = {0};
     const sppln_stats_t *st;
     uint64_t before, sent;
     size_t map_len;
     uint8_t *buf;
     th_ucp_t ucp;
-    void *req;
-    char go;
 
     sppln_env("auto", "hcr");
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
@@ -1641,11 +1682,7 @@ static void sppln_probe_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         st   = ucp_proto_sppln_stats(ucp.worker);
         sent = (st == NULL) ? 0 : st->sent[arg->path];
         th_fill_pattern(buf, arg->size, 990);
-        th_oob_recv(oob, 1, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                                     ucp_tag_send_nbx(ucp.ep, buf, arg->size,
-                                                      0x700, &param),
-                                     60.0));
+        sppln_send_to_posted(&ucp, oob, buf, arg->size, 0x700);
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT(st != NULL);
         TH_ASSERT_EQ(st->sent[arg->path] - sent, 1);
@@ -1653,11 +1690,7 @@ static void sppln_probe_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                (unsigned long)(st->residency_probes - before));
         TH_ASSERT_EQ(st->residency_probes - before, arg->send_probes);
     } else {
-        req = ucp_tag_recv_nbx(ucp.worker, buf, arg->size, 0x700, (ucp_tag_t)-1,
-                               &param);
-        go  = 1;
-        th_oob_send(oob, 0, &go, 1);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 60.0));
+        sppln_recv_posted(&ucp, oob, buf, arg->size, 0x700);
         TH_CHECK_PATTERN(buf, arg->size, 990);
         th_log("%zu bytes: %lu residency lookups on the receiver", arg->size,
                (unsigned long)(sppln_probes(&ucp) - before));
@@ -1736,6 +1769,12 @@ TH_TEST_TIMEOUT(sppln, residency_looked_up_where_it_decides, 120)
     "net_bw 5e9\n"                                                             \
     "net_gap 1e-7\n"
 
+/* what rank 1 of sppln_rma_probe_rank() puts */
+static void sppln_rma_check_probe(const uint8_t *region)
+{
+    TH_CHECK_PATTERN(region, SPPLN_MB, 995);
+}
+
 /* Rank 1 puts 1 MiB from a buffer it wrote (resident, neither cached nor
  * put before) into rank 0's region: its path and residency lookups */
 static void
@@ -1744,28 +1783,18 @@ sppln_rma_probe_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     const sppln_probe_arg_t *arg = varg;
     ucp_request_param_t param    = {0};
     uint64_t counts[3], remote, before;
-    size_t map_len, len;
-    uint8_t *region, *src;
     ucp_rkey_h rkey;
-    ucp_mem_h memh;
+    size_t map_len;
+    uint8_t *src;
     th_ucp_t ucp;
 
+    TH_ASSERT_EQ(arg->size, SPPLN_MB); /* sppln_rma_check_probe() */
     sppln_env("auto", "hcr");
     th_ucp_init(&ucp, UCP_FEATURE_RMA);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
     if (rank == 0) {
-        region = malloc(arg->size);
-        TH_ASSERT(region != NULL);
-        memset(region, 0, arg->size);
-        memh = th_ucp_mem_map(&ucp, region, arg->size);
-        th_ucp_send_rkey(&ucp, oob, 1, memh, region);
-        th_ucp_oob_recv(&ucp, oob, 1, &len, sizeof(len));
-        TH_CHECK_PATTERN(region, arg->size, 995);
-        th_ucp_flush_barrier(&ucp, oob);
-        TH_ASSERT_UCS_OK(ucp_mem_unmap(ucp.context, memh));
-        free(region);
-        th_ucp_cleanup(&ucp);
+        sppln_rma_target(&ucp, oob, arg->size, sppln_rma_check_probe);
         return;
     }
 
@@ -1785,12 +1814,7 @@ sppln_rma_probe_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     TH_ASSERT_EQ(sppln_rma_path(&ucp, counts), arg->path);
     TH_ASSERT_EQ(sppln_probes(&ucp) - before, arg->send_probes);
     munmap(src, map_len);
-
-    len = 0;
-    th_oob_send(oob, 0, &len, sizeof(len));
-    th_ucp_flush_barrier(&ucp, oob);
-    ucp_rkey_destroy(rkey);
-    th_ucp_cleanup(&ucp);
+    sppln_rma_done(&ucp, oob, rkey);
 }
 
 /* put/choose asks for a buffer's residency (a system call) only when the

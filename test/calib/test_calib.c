@@ -668,6 +668,21 @@ TH_TEST(calib, hcr_publishes_measured_costs)
     calib_rm_dir(dir);
 }
 
+/* Bound to @a cpus, the tool measures a model (its net_cpu to @a net_cpu)
+ * and then finds it in the cache */
+static void
+calib_measured_then_cached(const cpu_set_t *cpus, char *net_cpu, size_t max)
+{
+    char value[64];
+
+    TH_ASSERT_EQ(sched_setaffinity(0, sizeof(*cpus), cpus), 0);
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "measured");
+    calib_tool_value("net_cpu", net_cpu, max);
+    calib_tool_value("source", value, sizeof(value));
+    TH_ASSERT_STR_EQ(value, "cache");
+}
+
 /* Bound to one CPU, a process shares it with its helper threads (the copy
  * engine's, softverbs' engine that executes large writes): a model measured
  * so is not one for a process that may use two, and the cache keeps one of
@@ -675,7 +690,7 @@ TH_TEST(calib, hcr_publishes_measured_costs)
  * needs: net_cpu is high. */
 TH_TEST_TIMEOUT(calib, cache_keyed_on_cpus, 120)
 {
-    char dir[64], value[64], cpu_one[32], cpu_all[32];
+    char dir[64], cpu_one[32], cpu_all[32];
     cpu_set_t all, one;
     int cpu;
 
@@ -690,19 +705,8 @@ TH_TEST_TIMEOUT(calib, cache_keyed_on_cpus, 120)
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
 
-    TH_ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
-    calib_tool_value("source", value, sizeof(value));
-    TH_ASSERT_STR_EQ(value, "measured");
-    calib_tool_value("net_cpu", cpu_one, sizeof(cpu_one));
-    calib_tool_value("source", value, sizeof(value));
-    TH_ASSERT_STR_EQ(value, "cache");
-
-    TH_ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
-    calib_tool_value("source", value, sizeof(value));
-    TH_ASSERT_STR_EQ(value, "measured");
-    calib_tool_value("net_cpu", cpu_all, sizeof(cpu_all));
-    calib_tool_value("source", value, sizeof(value));
-    TH_ASSERT_STR_EQ(value, "cache");
+    calib_measured_then_cached(&one, cpu_one, sizeof(cpu_one));
+    calib_measured_then_cached(&all, cpu_all, sizeof(cpu_all));
 
     th_log("net_cpu: %s bound to CPU %d, %s on %d CPUs", cpu_one, cpu, cpu_all,
            CPU_COUNT(&all));

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -789,6 +790,106 @@ TH_TEST(softverbs, link_model_wire_time)
     setenv("SOFTVERBS_LINK_LAT_US", LINK_WIRE_LAT, 1);
     th_run_procs(2, link_wire_rank, NULL);
 }
+
+/* bind the calling process to the rank-th CPU it may run on */
+static void link_pin_to_core(int rank)
+{
+    cpu_set_t allowed, one;
+    int cpu, n = 0;
+
+    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    for (cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &allowed) && (n++ == rank)) {
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            TH_ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+            return;
+        }
+    }
+    TH_FAIL("no CPU for rank %d", rank);
+}
+
+static int link_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+#define LINK_BOUND_LEN   (16u << 20)
+#define LINK_BOUND_TRIES 8
+
+/* Rank 0 WRITEs, then READs, one large WR after another, bound with its
+ * engine thread to one core where it busy-polls the CQ */
+static void link_bound_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    static const char *names[] = {"WRITE", "READ"};
+    double wire_us = (LINK_BOUND_LEN * 8.0 / (atof(LINK_WIRE_GBPS) * 1e3)) +
+                     atof(LINK_WIRE_LAT);
+    double t[LINK_BOUND_TRIES], median;
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    svt_info_t peer;
+    struct ibv_mr *mr;
+    unsigned k, op;
+    uint8_t *buf;
+    svt_ep_t ep;
+
+    (void)nprocs;
+    (void)arg;
+    /* before the first verbs call: the engine thread, created later, shares
+     * the rank's core */
+    link_pin_to_core(rank);
+    mr  = svt_rc_pair(oob, rank, &ep, LINK_BOUND_LEN, 0, &buf, &peer);
+    sge = svt_sge(buf, LINK_BOUND_LEN, mr);
+    for (op = 0; (rank == 0) && (op < 2); ++op) {
+        for (k = 0; k < LINK_BOUND_TRIES; ++k) {
+            t[k] = th_time();
+            TH_ASSERT_EQ(svt_post(ep.qp,
+                                  op ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+                                  &sge, 1, peer.addr, peer.rkey, k,
+                                  IBV_SEND_SIGNALED),
+                         0);
+            svt_poll(ep.scq, &wc, 10);
+            TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+            t[k] = (th_time() - t[k]) * 1e6;
+        }
+        qsort(t, LINK_BOUND_TRIES, sizeof(t[0]), link_cmp_double);
+        median = (t[LINK_BOUND_TRIES / 2 - 1] + t[LINK_BOUND_TRIES / 2]) / 2;
+        th_log("%u MiB %s at %s Gb/s + %s us: model %.0f us; %d in a row: "
+               "median %.0f us, slowest %.0f us",
+               LINK_BOUND_LEN >> 20, names[op], LINK_WIRE_GBPS, LINK_WIRE_LAT,
+               wire_us, LINK_BOUND_TRIES, median, t[LINK_BOUND_TRIES - 1]);
+        TH_ASSERT_DBL(median, <, (wire_us * 1.05) + 100);
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+/* A large WR is the engine thread's to start (a poller takes it only
+ * shortly before its deliver time). With the rank bound to one core, a
+ * poller that kept the core made the woken engine thread wait for the
+ * scheduler's next turn, later at each WR as the engine's share of the core
+ * ran out: 16 MiB WRs at 20 Gb/s took 6.7, then up to 8.4 ms against 6.7 of
+ * wire time (UCP rendezvous of 16 MiB at 25 Gb/s: 8.0 ms against 5.4) */
+TH_TEST(softverbs, link_model_wire_time_bound_rank)
+{
+    cpu_set_t allowed;
+
+    svt_need_device();
+    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    if (CPU_COUNT(&allowed) < 2) {
+        TH_SKIP("needs two CPUs, one for each rank: %d allowed",
+                CPU_COUNT(&allowed));
+    }
+    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
+    setenv("SOFTVERBS_LINK_LAT_US", LINK_WIRE_LAT, 1);
+    th_run_procs(2, link_bound_rank, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
 
 /* ---------------------------------------------------------------------- */
 

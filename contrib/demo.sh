@@ -361,9 +361,10 @@ if [ -n "$row" ]; then
     echo
     echo "3. What the protocol chose for hcr's first sends (UCX_PROTO_INFO=y):"
     echo "   $row"
-    echo "   - 'cached: zcopy': a buffer in the registration cache, or sent" \
-         "before, goes zero-copy"
-    echo "     (UCX's own rendezvous): the reused sends (log: ${paths_reused:-none})"
+    echo "   - 'cached: eager <E< zcopy': a buffer in the registration cache," \
+         "or sent before, goes zero-copy:"
+    echo "     below E with UCX's eager protocols, else UCX's own rendezvous:" \
+         "the reused sends (log: ${paths_reused:-none})"
     echo "   - else by size and the model: 'bcopy <A<': one copy through a" \
          "pre-registered staging"
     echo "     buffer below A; 'sppln': the superpipeline, copies of chunk" \

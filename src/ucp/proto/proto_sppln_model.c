@@ -617,6 +617,41 @@ static double ucp_sppln_model_time(const ucp_sppln_lane_model_t *lmodel,
     }
 }
 
+/*
+ * A registered buffer goes with no copy either way; what differs is the
+ * trips. A rendezvous takes three before the receiver has the data (RTS,
+ * the get's request, its data), two of them control messages; an eager
+ * send takes one, in fragments that each cost a message's gap, and the
+ * receiver copies them out of its bounce buffers. So eager is cheaper while
+ *   (fragments - 2) * gap + length / copy bandwidth < 2 * latency.
+ * Measured on softverbs (bench/choice-matrix.sh, reused buffers): 16 KiB,
+ * two fragments, eager 10.0-16.4 us against rendezvous 11.6-19.0 on every
+ * link; 64 KiB, eight fragments, eager 28.6 against 14.8 on the default
+ * link, even at 25 Gb/s.
+ */
+size_t
+ucp_sppln_eager_max(const ucp_sppln_lane_model_t *lmodel, size_t seg_size)
+{
+    const ucs_calib_model_t *model = &lmodel->model;
+    size_t length, eager_max = 0;
+    unsigned frags;
+
+    if (!lmodel->have_model || (seg_size == 0)) {
+        return 0;
+    }
+
+    for (frags = 1; frags <= UCP_SPPLN_EAGER_MAX_FRAGS; ++frags) {
+        length = frags * seg_size;
+        if ((((double)frags - 2) * model->net_gap) +
+                    (length / ucs_calib_copy_bw(model, length)) >=
+            2 * model->net_latency) {
+            break;
+        }
+        eager_max = length;
+    }
+    return eager_max;
+}
+
 void ucp_sppln_perf(const ucp_sppln_lane_model_t *lmodel,
                     ucp_proto_caps_t *caps, double ctrl_time)
 {

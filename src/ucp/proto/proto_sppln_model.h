@@ -36,6 +36,10 @@
  * must be able to put (a configured sub-block size instead) */
 #define UCP_SPPLN_SUB_MIN (16 * UCS_KBYTE)
 
+/* a registered buffer is sent eagerly in at most this many fragments
+ * (ucp_sppln_eager_max()) */
+#define UCP_SPPLN_EAGER_MAX_FRAGS 64
+
 /* The RTS carries the growth ratio in fixed point, 1/1024 steps */
 #define UCP_SPPLN_Q_WIRE_SCALE 1024.0
 
@@ -175,6 +179,12 @@ ucp_sppln_path_t
 ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                  const ucp_sppln_lane_model_t *lmodel, const void *buffer,
                  size_t length, int staging_busy, int *probed_p);
+
+
+/* Largest message of a registered buffer that costs less sent eagerly, in
+ * fragments of seg_size bytes, than by a rendezvous (0: none; no model) */
+size_t
+ucp_sppln_eager_max(const ucp_sppln_lane_model_t *lmodel, size_t seg_size);
 
 
 /* The performance ranges of rndv/sppln from the model, for a buffer that is

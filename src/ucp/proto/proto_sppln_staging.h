@@ -76,6 +76,9 @@ typedef struct {
     /* buffers whose residency was looked up (mincore()), by senders and
      * receivers of staged transfers */
     uint64_t residency_probes;
+    /* zcopy sends of a small registered buffer handed to an eager protocol
+     * (in sent[UCP_SPPLN_PATH_ZCOPY] too) */
+    uint64_t eager;
 } ucp_sppln_stats_t;
 
 

@@ -42,6 +42,9 @@ typedef struct {
     ucp_proto_rndv_ctrl_priv_t rts; /* UCX's RTS part: lane, costs */
     ucp_proto_select_elem_t ucx; /* UCX's choice without this
                                               protocol: the zcopy path */
+    ucp_proto_select_elem_t eager; /* UCX's eager protocols: the
+                                              zcopy path up to eager_max */
+    size_t eager_max;
     ucp_lane_index_t rma_lane; /* lane of the staged data */
     ucp_md_index_t md_index; /* its memory domain */
     int put_notify; /* lane has put with
@@ -561,7 +564,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     ucp_sppln_xfer_t *xfer;
     ucs_status_t status;
     unsigned s;
-    int busy, probed;
+    int busy, probed, eager;
 
     *handed_over = 0;
     status       = ucp_sppln_worker_state(worker, &sw);
@@ -578,8 +581,16 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     if (path == UCP_SPPLN_PATH_ZCOPY) {
         if (ucp_sppln_can_register(req, spriv)) {
             ++sw->stats.sent[UCP_SPPLN_PATH_ZCOPY];
-            ucs_info("rndv/sppln req %p: %zu bytes path zcopy", req, length);
-            ucp_proto_request_select_proto(req, &spriv->ucx, length);
+            /* a forced path (UCX_RNDV_SPPLN_PATH=zcopy) is UCX's
+             * rendezvous, as the option says */
+            eager = (config->path == UCP_SPPLN_PATH_AUTO) &&
+                    (length <= spriv->eager_max);
+            sw->stats.eager += eager;
+            ucs_info("rndv/sppln req %p: %zu bytes path zcopy%s", req, length,
+                     eager ? ", eager" : "");
+            ucp_proto_request_select_proto(req,
+                                           eager ? &spriv->eager : &spriv->ucx,
+                                           length);
             *handed_over = 1;
             return UCS_OK;
         }
@@ -1002,6 +1013,18 @@ ucp_sppln_send_init(const ucp_proto_init_params_t *init_params, int am)
     }
     spriv->ucx = *select_elem;
 
+    /* and for a small registered buffer, what UCX selects with no
+     * rendezvous at all */
+    sel_param.op_flags |= UCP_PROTO_SELECT_OP_FLAG_NO_RNDV;
+    select_elem      = ucp_proto_select_lookup_slow(worker, proto_select,
+                                                    init_params->ep_cfg_index,
+                                                    init_params->rkey_cfg_index,
+                                                    &sel_param);
+    spriv->eager_max = 0;
+    if (select_elem != NULL) {
+        spriv->eager = *select_elem;
+    }
+
     /* UCX's RTS part: lane, rkey map, and its estimate for zcopy */
     status = ucp_proto_rndv_rts_init(init_params);
     if (status != UCS_OK) {
@@ -1018,6 +1041,14 @@ ucp_sppln_send_init(const ucp_proto_init_params_t *init_params, int am)
     ucp_sppln_lane_model_init(&spriv->lmodel, config,
                               context->tl_mds[spriv->md_index].rsc.md_name,
                               iface_attr->cap.put.max_zcopy);
+    if (select_elem != NULL) {
+        iface_attr       = ucp_proto_common_get_iface_attr(init_params,
+                                                           spriv->rts.lane);
+        spriv->eager_max = ucp_sppln_eager_max(
+                &spriv->lmodel, (iface_attr->cap.am.max_zcopy != 0) ?
+                                        iface_attr->cap.am.max_zcopy :
+                                        iface_attr->cap.am.max_bcopy);
+    }
 
     /* from the smallest sub-block on, below which eager protocols, with no
      * round trip, stay, this protocol replaces UCX's rendezvous: it
@@ -1085,7 +1116,7 @@ static void ucp_sppln_send_query(const ucp_proto_query_params_t *params,
     const ucp_sppln_send_priv_t *spriv = params->priv;
     const ucp_sppln_lane_model_t *lm   = &spriv->lmodel;
     ucp_context_h context              = params->worker->context;
-    char sp[16], zc[16], c0[16], sub[16];
+    char sp[16], zc[16], c0[16], sub[16], eg[16];
     ucp_rsc_index_t rsc_index;
 
     rsc_index = params->ep_config_key->lanes[spriv->rma_lane].rsc_index;
@@ -1101,9 +1132,11 @@ static void ucp_sppln_send_query(const ucp_proto_query_params_t *params,
             zc, sizeof(zc));
     ucp_sppln_size_str(lm->c0, c0, sizeof(c0));
     ucp_sppln_size_str(lm->sub_size, sub, sizeof(sub));
+    ucp_sppln_size_str(spriv->eager_max + 1, eg, sizeof(eg));
     ucs_snprintf_safe(attr->desc, sizeof(attr->desc),
-                      "cached: zcopy, else bcopy <%s< sppln <%s< zcopy", sp,
-                      zc);
+                      "cached: eager <%s< zcopy, else bcopy <%s< sppln <%s< "
+                      "zcopy",
+                      eg, sp, zc);
     ucs_snprintf_safe(attr->config, sizeof(attr->config),
                       "%s/%s%s C0 %s q %.1f sub %s",
                       context->tl_rscs[rsc_index].tl_rsc.tl_name,

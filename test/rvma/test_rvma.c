@@ -2106,14 +2106,17 @@ TH_TEST_TIMEOUT(rvma, killed_initiator_tcp, 150) { rvma_killed("tcp"); }
 static void rvma_example_halo(const char *tls, int ranks)
 {
     const char *prefix = th_prefix();
-    char *out = NULL;
+    char dir[]         = "/tmp/th-rvma-halo-XXXXXX";
+    char *out          = NULL;
     int rc;
 
+    /* built outside the directory the tests run from */
+    TH_ASSERT(mkdtemp(dir) != NULL);
     rc = th_run_cmd(&out,
-                    "cc -O2 -o example-rvma-halo-%s %s/contrib/examples/"
+                    "cc -O2 -o %s/example-rvma-halo %s/contrib/examples/"
                     "rvma_halo.c -I%s/include -L%s/lib -Wl,-rpath,%s/lib "
                     "-lucp -lucs -lm",
-                    tls, TH_SRCDIR, prefix, prefix, prefix);
+                    dir, TH_SRCDIR, prefix, prefix, prefix);
     if (rc != 0) {
         TH_FAIL("example does not build:\n%s", out);
     }
@@ -2121,8 +2124,9 @@ static void rvma_example_halo(const char *tls, int ranks)
 
     rc = th_run_cmd(&out,
                     "UCX_TLS=%s UCX_WARN_UNUSED_ENV_VARS=n "
-                    "timeout 60 ./example-rvma-halo-%s %d 100",
-                    tls, tls, ranks);
+                    "timeout 60 %s/example-rvma-halo %d 100; r=$?; "
+                    "rm -rf %s; exit $r",
+                    tls, dir, ranks, dir);
     th_log("%s", out);
     TH_ASSERT_EQ(rc, 0);
     TH_ASSERT(strstr(out, "max error vs serial 0: ok") != NULL);

@@ -22,15 +22,20 @@
  * byte once it has it; its time is the sender's. For each size:
  *  fresh  - both buffers mapped for this message (never registered, never
  *           touched by the receiver; the sender wrote its data);
- *  reused - one pair of buffers per column, sent twice untimed first:
- *           rndv/sppln stages a buffer it has not seen and registers it
- *           when it comes again (its table of buffers staged once), so an
- *           application's reused buffer pays its registration on its
- *           second send, where UCX's rendezvous pays it on the first; from
- *           the third on, both send from a registered buffer. (Sent once
- *           untimed, the automatic column's first timed message was that
- *           registration, 1.7-2.4 ms against 0.5 at 4 MiB and 100 Gb/s,
- *           and the median of 9 carried it.)
+ *  reused - one pair of buffers per column, sent CM_REUSED_WARMUP times
+ *           untimed first: rndv/sppln stages a buffer it has not seen and
+ *           registers it when it comes again (its table of buffers staged
+ *           once), so an application's reused buffer pays its registration
+ *           on its second send, where UCX's rendezvous pays it on the
+ *           first; from the third on, both send from a registered buffer.
+ *           (Sent once untimed, the automatic column's first timed message
+ *           was that registration, 1.7-2.4 ms against 0.5 at 4 MiB and
+ *           100 Gb/s, and the median of 9 carried it.) The next few sends
+ *           of every column, forced zero-copy and rc_verbs alike, still
+ *           take 1.5-2x the steady state (1 MiB at 100 Gb/s: 190-400 us for
+ *           three to six sends, then 110; not investigated further), which
+ *           moved a median of 9 by tens of percent from one process to the
+ *           next: the steady state is timed from the ninth send.
  * Prints per size and column: size column fresh_us reused_us fresh_path
  * reused_path (medians of n messages), where a path is the one rndv/sppln
  * took for those messages on the sender (bcopy, sppln, zcopy or mixed), or
@@ -44,13 +49,23 @@
 
 #define CM_MAX_MSGS 256
 /* untimed sends of a reused buffer: see "reused" above */
-#define CM_REUSED_WARMUP 2
+#define CM_REUSED_WARMUP 8
 
 /* Path counters of a worker, as src/ucp/proto/proto_sppln_staging.h lays
  * them out (bench programs build against the installed API headers only);
  * NULL from a worker that never ran rndv/sppln */
 typedef struct {
     uint64_t sent[4]; /* auto (unused), bcopy, sppln, zcopy */
+    uint64_t received[4];
+    uint64_t reg_fallback;
+    uint64_t async_copies;
+    uint64_t fresh[3];
+    uint64_t rma[3];
+    uint64_t groups[2];
+    uint64_t busy_zcopy;
+    uint64_t populated;
+    uint64_t residency_probes;
+    uint64_t eager; /* zcopy sends that went with an eager protocol */
 } cm_stats_t;
 
 const cm_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -132,14 +147,16 @@ static void cm_connect(int sock, cm_column_t *col)
     ucp_config_release(config);
 }
 
+/* sent[] by path, and in sent[0] (auto, unused) the eager ones of zcopy */
 static void cm_sent(const cm_column_t *col, uint64_t sent[4])
 {
     const cm_stats_t *st = ucp_proto_sppln_stats(col->worker);
     int p;
 
-    for (p = 0; p < 4; ++p) {
+    for (p = 1; p < 4; ++p) {
         sent[p] = (st == NULL) ? 0 : st->sent[p];
     }
+    sent[0] = (st == NULL) ? 0 : st->eager;
 }
 
 /* the path the column's messages took since col->before */
@@ -158,9 +175,11 @@ static const char *cm_path(const cm_column_t *col, int n)
     if (total == 0) {
         return cm_path_names[0];
     }
-    return (after[taken] - col->before[taken] == (uint64_t)n) ?
-                   cm_path_names[taken] :
-                   "mixed";
+    if (after[taken] - col->before[taken] != (uint64_t)n) {
+        return "mixed";
+    }
+    return (after[0] - col->before[0] == (uint64_t)n) ? "eager" :
+                                                        cm_path_names[taken];
 }
 
 /* one message and its 1-byte answer on a column; returns seconds */
@@ -231,7 +250,7 @@ static void cm_run(int sender, size_t size, int n)
         col->fresh_path = cm_path(col, n);
         col->reused     = map(size);
         memset(col->reused, 1, size);
-        /* its first two sends, untimed: staged, then registered */
+        /* untimed: staged, registered, then the transient */
         for (i = 0; i < CM_REUSED_WARMUP; ++i) {
             cm_one(sender, col, col->reused, size);
         }

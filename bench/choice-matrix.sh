@@ -15,8 +15,9 @@
 #          (its rendezvous zero-copy, with the registration cache)
 #   rcv    rc_verbs with UCX's registration cache, the reference
 # Fresh buffers are mapped for each message; reused ones are timed from
-# their third send on (the automatic choice stages a buffer's first send
-# and registers it on the second: bench/choice-matrix.c).
+# their ninth send on (the automatic choice stages a buffer's first send
+# and registers it on the second, and every column's next few sends are
+# slower than its steady state: bench/choice-matrix.c).
 # Each rank runs on a core of its own (PAIR_PIN=1). A cell's time is the
 # median over RUNS rounds (default 5) of each round's median message (of
 # CM_MSGS, default 9). Regret = auto / best of eager, bcopy, sppln, zcopy
@@ -172,7 +173,8 @@ print("# %s, %d cores (%s), load average at the end %s" %
       (os.popen("date -u '+%Y-%m-%d %H:%M UTC'").read().strip(),
        os.cpu_count(), cpu, open("/proc/loadavg").read().split()[0]))
 print("# path: what rndv/sppln made of auto's messages (ucx: UCX's own "
-      "protocols took them); best: the fastest forced path")
+      "protocols took them; eager: a registered buffer handed to UCX's eager "
+      "protocols); best: the fastest forced path")
 for rep in range(1, repeat + 1):
     print()
     print("## full run %d" % rep)

@@ -2035,6 +2035,141 @@ TH_TEST_TIMEOUT(sppln, small_registered_buffer_goes_eager, 120)
     sppln_run(sppln_eager_rank, &arg.super);
 }
 
+/* what rank 1 received of the active messages of sppln_am_eager_rank() */
+typedef struct {
+    th_ucp_t *ucp;
+    uint8_t *buf;
+    size_t size;
+    int received;
+    int rndv; /* of them announced by a rendezvous */
+    int errors;
+} sppln_am_eager_rx_t;
+
+static void sppln_am_eager_done(void *request, ucs_status_t status,
+                                size_t length, void *arg)
+{
+    sppln_am_eager_rx_t *rx = arg;
+
+    rx->errors += (status != UCS_OK) || (length != rx->size);
+    ++rx->received;
+    if (request != NULL) {
+        ucp_request_free(request);
+    }
+}
+
+static ucs_status_t
+sppln_am_eager_cb(void *arg, const void *header, size_t header_length,
+                  void *data, size_t length, const ucp_am_recv_param_t *param)
+{
+    sppln_am_eager_rx_t *rx = arg;
+
+    if (length != rx->size) {
+        ++rx->errors;
+        ++rx->received;
+    } else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        ++rx->rndv;
+        th_ucp_am_recv_data(rx->ucp, data, rx->buf, length, sppln_am_eager_done,
+                            rx);
+    } else {
+        memcpy(rx->buf, data, length);
+        ++rx->received;
+    }
+    return UCS_OK;
+}
+
+/* Rank 0 sends one 16 KiB buffer as an active message SPPLN_EAGER_SENDS
+ * times, then as many times with UCP_AM_SEND_FLAG_RNDV */
+static void sppln_am_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size             = 16 * 1024;
+    ucp_am_handler_param_t hparam = {0};
+    ucp_request_param_t param     = {0};
+    sppln_am_eager_rx_t rx        = {0};
+    const sppln_stats_t *st;
+    uint64_t eager = 0;
+    size_t map_len;
+    double deadline;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    int batch, i;
+    char go = 1;
+
+    sppln_env("auto", "hcr");
+    setenv("UCX_RNDV_SPPLN_THRESH", "16k", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_AM);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    buf               = sppln_map(size, &map_len);
+    rx.ucp            = &ucp;
+    rx.buf            = buf;
+    rx.size           = size;
+    hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                        UCP_AM_HANDLER_PARAM_FIELD_CB |
+                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hparam.id  = SPPLN_AM_ID;
+    hparam.cb  = sppln_am_eager_cb;
+    hparam.arg = &rx;
+    TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker, &hparam));
+
+    for (batch = 0; batch < 2; ++batch) {
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags        = batch ? UCP_AM_SEND_FLAG_RNDV : 0;
+        st                 = ucp_proto_sppln_stats(ucp.worker);
+        eager              = (st == NULL) ? 0 : st->eager;
+        rx.rndv            = 0;
+        for (i = 0; i < SPPLN_EAGER_SENDS; ++i) {
+            if (rank == 0) {
+                th_fill_pattern(buf, size, 1300 + (batch * 10) + i);
+                th_oob_recv(oob, 1, &go, 1);
+                TH_ASSERT_UCS_OK(
+                        th_ucp_wait(&ucp,
+                                    ucp_am_send_nbx(ucp.ep, SPPLN_AM_ID, NULL,
+                                                    0, buf, size, &param),
+                                    60.0));
+                continue;
+            }
+            memset(buf, 0, size);
+            rx.received = 0;
+            th_oob_send(oob, 0, &go, 1);
+            deadline = th_time() + 60.0;
+            while (rx.received == 0) {
+                ucp_worker_progress(ucp.worker);
+                if (th_time() > deadline) {
+                    TH_FAIL("active message %d of batch %d did not arrive", i,
+                            batch);
+                }
+            }
+            TH_ASSERT_EQ(rx.errors, 0);
+            TH_CHECK_PATTERN(buf, size, 1300 + (batch * 10) + i);
+        }
+        if (rank == 0) {
+            st = ucp_proto_sppln_stats(ucp.worker);
+            TH_ASSERT(st != NULL);
+            th_log("batch %d: %lu eager", batch,
+                   (unsigned long)(st->eager - eager));
+            /* the first send stages the buffer, the next ones go eagerly;
+             * asked for a rendezvous, none does */
+            TH_ASSERT_EQ(st->eager - eager,
+                         batch ? 0 : (SPPLN_EAGER_SENDS - 1));
+        } else {
+            th_log("batch %d: %d announced by a rendezvous", batch, rx.rndv);
+            TH_ASSERT_EQ(rx.rndv, batch ? SPPLN_EAGER_SENDS : 1);
+        }
+    }
+    munmap(buf, map_len);
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+/* the same for active messages: a registered 16 KiB buffer goes eagerly,
+ * and its receiver gets it as eager data, unless the sender asked for a
+ * rendezvous */
+TH_TEST_TIMEOUT(sppln, small_registered_am_goes_eager, 120)
+{
+    sppln_arg_t arg = {"auto", "hcr", 0, 0, SPPLN_MODEL_EAGER};
+
+    sppln_run(sppln_am_eager_rank, &arg);
+}
+
 
 /* ---- lanes: hcr only by default (UCX_RNDV_SPPLN_TLS=hcr) ----------------- */
 

@@ -1014,13 +1014,18 @@ ucp_sppln_send_init(const ucp_proto_init_params_t *init_params, int am)
     spriv->ucx = *select_elem;
 
     /* and for a small registered buffer, what UCX selects with no
-     * rendezvous at all */
-    sel_param.op_flags |= UCP_PROTO_SELECT_OP_FLAG_NO_RNDV;
-    select_elem      = ucp_proto_select_lookup_slow(worker, proto_select,
-                                                    init_params->ep_cfg_index,
-                                                    init_params->rkey_cfg_index,
-                                                    &sel_param);
+     * rendezvous at all; not where the sender asked for a rendezvous
+     * (UCP_AM_SEND_FLAG_RNDV), whose receiver expects one */
     spriv->eager_max = 0;
+    if (sel_param.op_flags & UCP_PROTO_SELECT_OP_FLAG_AM_RNDV) {
+        select_elem = NULL;
+    } else {
+        sel_param.op_flags |= UCP_PROTO_SELECT_OP_FLAG_NO_RNDV;
+        select_elem = ucp_proto_select_lookup_slow(worker, proto_select,
+                                                   init_params->ep_cfg_index,
+                                                   init_params->rkey_cfg_index,
+                                                   &sel_param);
+    }
     if (select_elem != NULL) {
         spriv->eager = *select_elem;
     }

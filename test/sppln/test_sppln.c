@@ -2016,7 +2016,8 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
  * 256 KiB not), the automatic choice hands a registered buffer to UCX's
  * eager protocols (reused 16 KiB on softverbs: 10.3 us against 12.9 by
  * the rendezvous on the default link, 15.9 against 19.9 at 25 Gb/s); a
- * path forced to zcopy stays UCX's rendezvous.
+ * path forced to zcopy stays UCX's rendezvous, and so does a message at or
+ * above a UCX_RNDV_THRESH the user set.
  */
 TH_TEST_TIMEOUT(sppln, small_registered_buffer_goes_eager, 120)
 {
@@ -2033,6 +2034,12 @@ TH_TEST_TIMEOUT(sppln, small_registered_buffer_goes_eager, 120)
     arg.super.path = "zcopy";
     arg.size       = 16 * 1024;
     sppln_run(sppln_eager_rank, &arg.super);
+
+    /* a rendezvous threshold the user set holds */
+    arg.super.path = "auto";
+    setenv("UCX_RNDV_THRESH", "16k", 1);
+    sppln_run(sppln_eager_rank, &arg.super);
+    unsetenv("UCX_RNDV_THRESH");
 }
 
 /* what rank 1 received of the active messages of sppln_am_eager_rank() */

@@ -1053,6 +1053,12 @@ ucp_sppln_send_init(const ucp_proto_init_params_t *init_params, int am)
                 &spriv->lmodel, (iface_attr->cap.am.max_zcopy != 0) ?
                                         iface_attr->cap.am.max_zcopy :
                                         iface_attr->cap.am.max_bcopy);
+        /* a UCX_RNDV_THRESH the user set holds for these too */
+        if (context->config.ext.rndv_thresh != UCS_MEMUNITS_AUTO) {
+            spriv->eager_max =
+                    ucs_min(spriv->eager_max,
+                            ucs_max(context->config.ext.rndv_thresh, 1) - 1);
+        }
     }
 
     /* from the smallest sub-block on, below which eager protocols, with no

@@ -565,6 +565,36 @@ typedef struct {
     int      errors;
 } sppln_am_rx_t;
 
+/* receive active messages SPPLN_AM_ID with cb(arg) on ucp's worker */
+static void
+sppln_am_set_handler(th_ucp_t *ucp, ucp_am_recv_callback_t cb, void *arg)
+{
+    ucp_am_handler_param_t hparam = {0};
+
+    hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                        UCP_AM_HANDLER_PARAM_FIELD_CB |
+                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hparam.id  = SPPLN_AM_ID;
+    hparam.cb  = cb;
+    hparam.arg = arg;
+    TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp->worker, &hparam));
+}
+
+/* progress ucp's worker until *received exceeds done, failing the test
+ * after timeout_s */
+static void sppln_progress_past(th_ucp_t *ucp, const int *received, int done,
+                                double timeout_s)
+{
+    double deadline = th_time() + timeout_s;
+
+    while (*(volatile const int *)received <= done) {
+        ucp_worker_progress(ucp->worker);
+        if (th_time() > deadline) {
+            TH_FAIL("message %d did not arrive in %.0f s", done + 1, timeout_s);
+        }
+    }
+}
+
 static void sppln_am_recv_done(void *request, ucs_status_t status,
                                size_t length, void *arg)
 {
@@ -621,14 +651,12 @@ static void sppln_am_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     };
     const unsigned n_taken        = sizeof(sizes) / sizeof(sizes[0]);
     const unsigned n_msgs         = n_taken + SPPLN_AM_DROPPED + 1;
-    ucp_am_handler_param_t hparam = {0};
     ucp_request_param_t param     = {0};
     sppln_am_rx_t rx              = {0};
     const sppln_stats_t *st;
     size_t size, map_len, off;
     uint8_t *map, *buf;
     uint32_t hdr[4];
-    double deadline;
     th_ucp_t ucp;
     unsigned i;
     char go;
@@ -636,14 +664,8 @@ static void sppln_am_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     sppln_env("sppln", "hcr");
     th_ucp_init(&ucp, UCP_FEATURE_AM);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
-    rx.ucp            = &ucp;
-    hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                        UCP_AM_HANDLER_PARAM_FIELD_CB |
-                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    hparam.id         = SPPLN_AM_ID;
-    hparam.cb         = sppln_am_cb;
-    hparam.arg        = &rx;
-    TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker, &hparam));
+    rx.ucp = &ucp;
+    sppln_am_set_handler(&ucp, sppln_am_cb, &rx);
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags        = UCP_AM_SEND_FLAG_RNDV;
 
@@ -669,11 +691,7 @@ static void sppln_am_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             buf[size] = 0xee;
             go        = 1;
             th_oob_send(oob, 0, &go, 1);
-            deadline = th_time() + 120.0;
-            while (rx.received <= (int)i) {
-                ucp_worker_progress(ucp.worker);
-                TH_ASSERT(th_time() < deadline);
-            }
+            sppln_progress_past(&ucp, &rx.received, (int)i, 120.0);
             TH_ASSERT_EQ(rx.errors, 0);
             if (!rx.drop) {
                 TH_CHECK_PATTERN(buf, size, 700 + i);
@@ -2088,14 +2106,12 @@ sppln_am_eager_cb(void *arg, const void *header, size_t header_length,
  * times, then as many times with UCP_AM_SEND_FLAG_RNDV */
 static void sppln_am_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
-    const size_t size             = 16 * 1024;
-    ucp_am_handler_param_t hparam = {0};
-    ucp_request_param_t param     = {0};
-    sppln_am_eager_rx_t rx        = {0};
+    const size_t size         = 16 * 1024;
+    ucp_request_param_t param = {0};
+    sppln_am_eager_rx_t rx    = {0};
     const sppln_stats_t *st;
     uint64_t eager = 0;
     size_t map_len;
-    double deadline;
     th_ucp_t ucp;
     uint8_t *buf;
     int batch, i;
@@ -2105,17 +2121,11 @@ static void sppln_am_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     setenv("UCX_RNDV_SPPLN_THRESH", "16k", 1);
     th_ucp_init(&ucp, UCP_FEATURE_AM);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
-    buf               = sppln_map(size, &map_len);
-    rx.ucp            = &ucp;
-    rx.buf            = buf;
-    rx.size           = size;
-    hparam.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                        UCP_AM_HANDLER_PARAM_FIELD_CB |
-                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    hparam.id  = SPPLN_AM_ID;
-    hparam.cb  = sppln_am_eager_cb;
-    hparam.arg = &rx;
-    TH_ASSERT_UCS_OK(ucp_worker_set_am_recv_handler(ucp.worker, &hparam));
+    buf     = sppln_map(size, &map_len);
+    rx.ucp  = &ucp;
+    rx.buf  = buf;
+    rx.size = size;
+    sppln_am_set_handler(&ucp, sppln_am_eager_cb, &rx);
 
     for (batch = 0; batch < 2; ++batch) {
         param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -2137,14 +2147,7 @@ static void sppln_am_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             memset(buf, 0, size);
             rx.received = 0;
             th_oob_send(oob, 0, &go, 1);
-            deadline = th_time() + 60.0;
-            while (rx.received == 0) {
-                ucp_worker_progress(ucp.worker);
-                if (th_time() > deadline) {
-                    TH_FAIL("active message %d of batch %d did not arrive", i,
-                            batch);
-                }
-            }
+            sppln_progress_past(&ucp, &rx.received, 0, 60.0);
             TH_ASSERT_EQ(rx.errors, 0);
             TH_CHECK_PATTERN(buf, size, 1300 + (batch * 10) + i);
         }

@@ -276,6 +276,93 @@ TH_TEST(calib, copy_bw_interpolates)
     TH_ASSERT(calib_close(ucs_calib_copy_bw(&m, 32 * 1024), 25e9, 1e-9));
 }
 
+/* the network's bandwidth by transfer size: net_bw up to the size it is
+ * measured with, then through the net points; a staged sender's time
+ * composed of its copies and puts up to that size, then at a rate through
+ * the stage points */
+TH_TEST(calib, net_and_stage_points_interpolate)
+{
+    const size_t mb = UCS_CALIB_NET_BW_SIZE;
+    double composed, composed_bw;
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+
+    calib_flat_model(&m, 1e-6, 0, 10e9);
+    m.net_bw = 8e9;
+    ucs_calib_derive(&m, &d);
+    /* no points: one network rate at every size, a composed sender */
+    TH_ASSERT_DBL(ucs_calib_net_bw(&m, 64 * mb), ==, 8e9);
+    composed = ucs_calib_stage_time(&m, &d, 16 * mb);
+    /* the first chunk's copy, then the network (the slower, no net_cpu) */
+    TH_ASSERT(calib_close(composed,
+                          ucs_calib_sp_first(d.sp_c0, 16 * mb) / 10e9 +
+                                  (16.0 * mb / 8e9),
+                          1e-9));
+    composed_bw = mb / ucs_calib_stage_time(&m, &d, mb);
+
+    m.num_net       = 2;
+    m.net[0].size   = 16 * mb;
+    m.net[0].bw     = 4e9;
+    m.net[1].size   = 64 * mb;
+    m.net[1].bw     = 2e9;
+    m.num_stage     = 1;
+    m.stage[0].size = 16 * mb;
+    m.stage[0].bw   = 6e9;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_DBL(ucs_calib_net_bw(&m, mb / 2), ==, 8e9);
+    TH_ASSERT_DBL(ucs_calib_net_bw(&m, mb), ==, 8e9);
+    /* 4 MiB is half-way from 1 MiB to 16 MiB in log(size) */
+    TH_ASSERT(calib_close(ucs_calib_net_bw(&m, 4 * mb), 6e9, 1e-9));
+    TH_ASSERT(calib_close(ucs_calib_net_bw(&m, 32 * mb), 3e9, 1e-9));
+    TH_ASSERT_DBL(ucs_calib_net_bw(&m, 1024 * mb), ==, 2e9);
+    TH_ASSERT(calib_close(mb / ucs_calib_stage_time(&m, &d, mb), composed_bw,
+                          1e-9));
+    TH_ASSERT(calib_close(4 * mb / ucs_calib_stage_time(&m, &d, 4 * mb),
+                          (composed_bw + 6e9) / 2, 1e-9));
+    TH_ASSERT(calib_close(ucs_calib_stage_time(&m, &d, 1024 * mb),
+                          1024.0 * mb / 6e9, 1e-9));
+    /* zero-copy of a registered buffer: one message at the size's rate */
+    TH_ASSERT(calib_close(ucs_calib_zcopy_time(&m, 16 * mb),
+                          m.net_gap + m.net_latency + (16.0 * mb / 4e9), 1e-9));
+}
+
+/* Zero-copy from a registered buffer loses to staging it only where the
+ * device moves large buffers slower than a staged sender does */
+TH_TEST(calib, cached_staged_thresh_follows_points)
+{
+    const size_t mb = UCS_CALIB_NET_BW_SIZE;
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+    size_t t;
+
+    calib_flat_model(&m, 1e-6, 0, 10e9);
+    m.net_bw = 8e9;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.cached_staged_thresh, UCS_CALIB_SIZE_INF);
+
+    /* large transfers as slow for both: zero-copy keeps its one copy */
+    m.num_net       = 1;
+    m.net[0].size   = 16 * mb;
+    m.net[0].bw     = 3e9;
+    m.num_stage     = 1;
+    m.stage[0].size = 16 * mb;
+    m.stage[0].bw   = 3e9;
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.cached_staged_thresh, UCS_CALIB_SIZE_INF);
+
+    /* a staged sender keeps twice zero-copy's rate */
+    m.stage[0].bw = 6e9;
+    ucs_calib_derive(&m, &d);
+    t = d.cached_staged_thresh;
+    th_log("staged from %zu bytes", t);
+    TH_ASSERT_GT(t, mb);
+    TH_ASSERT_LT(t, 16 * mb);
+    TH_ASSERT_DBL(ucs_calib_sp_time(&m, &d, t * 1.1), <,
+                  ucs_calib_zcopy_time(&m, t * 1.1));
+    TH_ASSERT_DBL(ucs_calib_sp_time(&m, &d, t / 1.2), >,
+                  ucs_calib_zcopy_time(&m, t / 1.2));
+}
+
 /* the memcpy working sets ascend whatever caches a host reports, and the
  * last one lies beyond the caches it measures */
 TH_TEST(calib, copy_sizes_ascend)
@@ -355,6 +442,14 @@ TH_TEST(calib, model_file_roundtrip)
     m.copy[2].bw   = 8e9;
     m.measure_time = 0.25;
     m.net_cpu                          = 0.37;
+    m.num_net                          = 2;
+    m.net[0].size                      = 16 << 20;
+    m.net[0].bw                        = 4.5e9;
+    m.net[1].size                      = 64 << 20;
+    m.net[1].bw                        = 3.5e9;
+    m.num_stage                        = 1;
+    m.stage[0].size                    = 16 << 20;
+    m.stage[0].bw                      = 6.5e9;
 
     calib_tmpfile(path, sizeof(path), NULL);
     TH_ASSERT_UCS_OK(ucs_calib_model_write(&m, path));
@@ -377,6 +472,14 @@ TH_TEST(calib, model_file_roundtrip)
     TH_ASSERT(calib_close(r.net_bw, m.net_bw, 1e-6));
     TH_ASSERT(calib_close(r.net_latency, m.net_latency, 1e-6));
     TH_ASSERT(calib_close(r.net_cpu, m.net_cpu, 1e-6));
+    TH_ASSERT_EQ(r.num_net, m.num_net);
+    for (i = 0; i < m.num_net; ++i) {
+        TH_ASSERT_EQ(r.net[i].size, m.net[i].size);
+        TH_ASSERT(calib_close(r.net[i].bw, m.net[i].bw, 1e-6));
+    }
+    TH_ASSERT_EQ(r.num_stage, m.num_stage);
+    TH_ASSERT_EQ(r.stage[0].size, m.stage[0].size);
+    TH_ASSERT(calib_close(r.stage[0].bw, m.stage[0].bw, 1e-6));
 }
 
 /* the copy engine's lines, and a model without them (hand-written files
@@ -564,6 +667,21 @@ TH_TEST(calib, model_file_errors)
                           "copy 65536 1e10\n"
                           "net_bw 1e10\n"
                           "net_cpu 1.5\n");
+#define CALIB_MODEL_MIN                                                        \
+    "reg_resident 1e-6 1e-10\n"                                                \
+    "reg_nonresident 1e-6 1e-10\n"                                             \
+    "dereg 1e-6 1e-11\n"                                                       \
+    "copy 65536 1e10\n"                                                        \
+    "net_bw 1e10\n"
+    /* net and stage points: above the size net_bw is measured with,
+     * ascending, two values */
+    calib_assert_rejected(CALIB_MODEL_MIN "net 1048576 5e9\n");
+    calib_assert_rejected(CALIB_MODEL_MIN "stage 65536 5e9\n");
+    calib_assert_rejected(CALIB_MODEL_MIN "net 67108864 5e9\n"
+                                          "net 16777216 5e9\n");
+    calib_assert_rejected(CALIB_MODEL_MIN "net 16777216 5e9 1\n");
+    calib_assert_rejected(CALIB_MODEL_MIN "stage 16777216 -5e9\n");
+#undef CALIB_MODEL_MIN
 }
 
 /* a private cache directory, so that the test measures */

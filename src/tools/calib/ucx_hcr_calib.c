@@ -143,11 +143,18 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     }
     printf("net_latency=%.9e\nnet_bw=%.6e\nnet_gap=%.9e\nnet_cpu=%.6f\n",
            m->net_latency, m->net_bw, m->net_gap, m->net_cpu);
+    for (i = 0; i < m->num_net; ++i) {
+        printf("net_bw_%zu=%.6e\n", m->net[i].size, m->net[i].bw);
+    }
+    for (i = 0; i < m->num_stage; ++i) {
+        printf("stage_bw_%zu=%.6e\n", m->stage[i].size, m->stage[i].bw);
+    }
     print_size_kv("zcopy_thresh_resident",
                   d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
     print_size_kv("zcopy_thresh_nonresident",
                   d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT]);
     print_size_kv("sp_thresh", d->sp_thresh);
+    print_size_kv("cached_staged_thresh", d->cached_staged_thresh);
     printf("sp_c0=%zu\nsp_q=%.3f\nsp_sub=%zu\n", d->sp_c0, d->sp_q,
            d->sp_sub);
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
@@ -181,8 +188,10 @@ static void print_message_parsable(const ucs_calib_model_t *m,
                ucs_calib_copy_time(m, size, p), pages_name[p],
                first_send_path(d, size, p));
     }
-    printf("msg_net_time=%.9e\nmsg_sp_time=%.9e\n",
-           m->net_latency + (size / m->net_bw), ucs_calib_sp_time(m, d, size));
+    printf("msg_net_time=%.9e\nmsg_sp_time=%.9e\nmsg_path_cached=%s\n",
+           m->net_latency + (size / ucs_calib_net_bw(m, size)),
+           ucs_calib_sp_time(m, d, size),
+           (size < d->cached_staged_thresh) ? "zcopy" : "staged");
 }
 
 static void print_linear(const char *what, ucs_linear_func_t f)
@@ -216,7 +225,21 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
     }
     printf("network (two RC QPs of this process, through the device)\n");
     printf("  %-32s %9.3f us\n", "latency (one way)", m->net_latency * 1e6);
-    printf("  %-32s %9.0f MB/s\n", "bandwidth", m->net_bw / UCS_MBYTE);
+    for (i = 0; i <= m->num_net; ++i) {
+        /* by the size of the transfers (and of their buffers) */
+        bytes_str((i == 0) ? UCS_CALIB_NET_BW_SIZE : m->net[i - 1].size, s1,
+                  sizeof(s1));
+        ucs_snprintf_safe(s2, sizeof(s2), "bandwidth, %s transfers", s1);
+        printf("  %-32s %9.0f MB/s\n", s2,
+               ((i == 0) ? m->net_bw : m->net[i - 1].bw) / UCS_MBYTE);
+    }
+    for (i = 0; i < m->num_stage; ++i) {
+        /* what the staged alternative to those large transfers achieves */
+        bytes_str(m->stage[i].size, s1, sizeof(s1));
+        ucs_snprintf_safe(s2, sizeof(s2), "staged sender, %s", s1);
+        printf("  %-32s %9.0f MB/s (copies and puts of %s chunks)\n", s2,
+               m->stage[i].bw / UCS_MBYTE, "1 MiB");
+    }
     printf("  %-32s %9.3f us\n", "gap between messages", m->net_gap * 1e6);
     printf("  %-32s %9.0f %%\n", "poster's core taken by a transfer",
            m->net_cpu * 100);
@@ -232,9 +255,12 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
            "sppln from there,\n",
            s1);
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], s1, sizeof(s1));
-    printf("  zcopy from %s (resident) or %s (untouched); a registered or "
-           "resent buffer: zcopy\n",
-           s1, s2);
+    printf("  zcopy from %s (resident) or %s (untouched)\n", s1, s2);
+    size_str(d->cached_staged_thresh, s1, sizeof(s1));
+    printf("a registered or resent buffer: zcopy, staged from %s (where "
+           "transfers between\n  buffers the caches cannot hold are slow "
+           "enough)\n",
+           s1);
     bytes_str(d->sp_c0, s1, sizeof(s1));
     bytes_str(d->sp_sub, s2, sizeof(s2));
     printf("superpipeline (chunk i is C_0 * q^i bytes, at most a staging "

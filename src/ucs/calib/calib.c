@@ -46,8 +46,9 @@
 
 /* bump when the measurement or the file format changes meaning (4: values
  * are range-checked, a measured overlap is clamped to 0..1; 5: net_cpu, and
- * the key names the CPUs the process may run on) */
-#define UCS_CALIB_FORMAT_VERSION 5
+ * the key names the CPUs the process may run on; 6: net and stage
+ * lines, zero-copy and a staged sender by working set) */
+#define UCS_CALIB_FORMAT_VERSION 6
 
 /* modes of the cache directory: the user's alone */
 #define UCS_CALIB_DIR_MODE 0700

@@ -33,11 +33,18 @@ BEGIN_C_DECLS
 
 
 #define UCS_CALIB_MAX_COPY_POINTS 8
+/* net and stage points: the copy points above UCS_CALIB_NET_BW_SIZE (a
+ * host has two or three; a model lives in protocols' private data, whose
+ * room UCX bounds) */
+#define UCS_CALIB_MAX_NET_POINTS  4
 #define UCS_CALIB_KEY_MAX         256
 #define UCS_CALIB_DEV_NAME_MAX    64
 #define UCS_CALIB_SIZE_INF        SIZE_MAX
 /* size of the copy the engine backends are measured with */
 #define UCS_CALIB_ENGINE_SIZE     UCS_MBYTE
+/* size of the transfers net_bw is measured with (from and to buffers that
+ * the caches hold) */
+#define UCS_CALIB_NET_BW_SIZE UCS_MBYTE
 
 
 /* Pages of a buffer being registered or copied */
@@ -48,7 +55,8 @@ typedef enum {
 } ucs_calib_pages_t;
 
 
-/* memcpy bandwidth for one working-set size */
+/* Bandwidth at one working-set size: of memcpy (copy points), or of the
+ * network's transfers between buffers of that size (net points) */
 typedef struct {
     size_t size; /* bytes copied, and the working set of the copy */
     double bw;   /* bytes per second */
@@ -86,13 +94,29 @@ typedef struct ucs_calib_model {
     ucs_calib_copy_point_t copy[UCS_CALIB_MAX_COPY_POINTS];
     /* network, from the transport's own operations */
     double                 net_latency; /* one-way, seconds */
-    double                 net_bw;      /* bytes per second */
+    double net_bw; /* bytes per second, for
+                                           UCS_CALIB_NET_BW_SIZE */
     double                 net_gap;     /* seconds between small messages */
     /* share of a large transfer's time during which it takes the posting
      * thread's core, so that copies there cannot overlap it: 0 where a NIC
      * moves the data, up to 1 where the transfer is a copy on the process's
      * own cores (an emulated NIC bound with the process) */
     double net_cpu;
+    /* network bandwidth of transfers larger than UCS_CALIB_NET_BW_SIZE,
+     * between buffers of their size, ascending sizes (none: net_bw at every
+     * size). Where a transfer's pages no longer fit the caches, the device
+     * may move them slower than net_bw: an HCA whose translation cache
+     * misses, softverbs, whose kernel copy walks the pages of every
+     * transfer. A staged copy keeps its chunks in the cache. */
+    unsigned num_net;
+    ucs_calib_copy_point_t net[UCS_CALIB_MAX_NET_POINTS];
+    /* a staged sender's rate at the same sizes, on the core it posts from:
+     * a message copied in UCS_CALIB_NET_BW_SIZE chunks into staging slots,
+     * each put while the next is copied, the first chunk's copy included
+     * (none: composed of the copy and network bandwidths and net_cpu at
+     * every size) */
+    unsigned num_stage;
+    ucs_calib_copy_point_t stage[UCS_CALIB_MAX_NET_POINTS];
     /* copy engine backends */
     ucs_calib_engine_t     engine[UCS_COPY_BACKEND_LAST];
     /* how it was obtained */
@@ -106,6 +130,9 @@ typedef struct {
     size_t zcopy_thresh[UCS_CALIB_PAGES_LAST];
     /* a superpipelined copy beats a single copy-then-send above */
     size_t sp_thresh;
+    /* a staged copy beats zero-copy even from a registered buffer (whose
+     * registration is paid) above (UCS_CALIB_SIZE_INF: never) */
+    size_t cached_staged_thresh;
     /* superpipeline: first chunk (at least; ucs_calib_sp_first()) and
      * growth ratio (C_i = C_0 * q^i), and the bytes of each notified put */
     size_t sp_c0;
@@ -227,6 +254,15 @@ ucs_linear_func_t ucs_calib_fit(const double *x, const double *y, unsigned n);
 double ucs_calib_copy_bw(const ucs_calib_model_t *model, size_t size);
 
 
+/* Network bandwidth of a transfer of @a size bytes between buffers of that
+ * size (interpolated) */
+double ucs_calib_net_bw(const ucs_calib_model_t *model, size_t size);
+
+
+/* Time to send @a size bytes with zero-copy from a registered buffer */
+double ucs_calib_zcopy_time(const ucs_calib_model_t *model, size_t size);
+
+
 /* Time to copy @a size bytes from a buffer with @a pages */
 double ucs_calib_copy_time(const ucs_calib_model_t *model, size_t size,
                            ucs_calib_pages_t pages);
@@ -244,6 +280,13 @@ double ucs_calib_reg_time(const ucs_calib_model_t *model, size_t size,
 /* First chunk of a superpipelined message of @a size bytes: @a c0 (the
  * derived sp_c0), or an eighth of the message if more (see calib_model.c) */
 size_t ucs_calib_sp_first(size_t c0, size_t size);
+
+
+/* A superpipelined sender's copies and puts of @a size bytes, the first
+ * chunk's included: composed of the copy and network costs, or from the
+ * stage points where the message outgrows the caches */
+double ucs_calib_stage_time(const ucs_calib_model_t *model,
+                            const ucs_calib_derived_t *derived, size_t size);
 
 
 /* Time to send @a size bytes with a superpipelined copy (design.md model) */

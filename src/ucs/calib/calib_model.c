@@ -110,10 +110,19 @@ ucs_linear_func_t ucs_calib_fit(const double *x, const double *y, unsigned n)
     }
 }
 
+/* bandwidth at @a size between two working-set points, linear in log(size)
+ * (@a size between their sizes) */
+static double ucs_calib_point_interp(const ucs_calib_copy_point_t *lo,
+                                     const ucs_calib_copy_point_t *hi,
+                                     size_t size)
+{
+    double f = log((double)size / lo->size) / log((double)hi->size / lo->size);
+
+    return lo->bw + (f * (hi->bw - lo->bw));
+}
+
 double ucs_calib_copy_bw(const ucs_calib_model_t *model, size_t size)
 {
-    const ucs_calib_copy_point_t *lo, *hi;
-    double f;
     unsigned i;
 
     if (model->num_copy == 0) {
@@ -126,15 +135,46 @@ double ucs_calib_copy_bw(const ucs_calib_model_t *model, size_t size)
 
     for (i = 1; i < model->num_copy; ++i) {
         if (size <= model->copy[i].size) {
-            /* linear in log(size) between two working-set points */
-            lo = &model->copy[i - 1];
-            hi = &model->copy[i];
-            f  = log((double)size / lo->size) / log((double)hi->size / lo->size);
-            return lo->bw + (f * (hi->bw - lo->bw));
+            return ucs_calib_point_interp(&model->copy[i - 1], &model->copy[i],
+                                          size);
         }
     }
 
     return model->copy[model->num_copy - 1].bw;
+}
+
+/* bandwidth at @a size from the point @a lo on, through @a points above it
+ * (constant past the last) */
+static double ucs_calib_points_bw(ucs_calib_copy_point_t lo,
+                                  const ucs_calib_copy_point_t *points,
+                                  unsigned num, size_t size)
+{
+    unsigned i;
+
+    if (size <= lo.size) {
+        return lo.bw;
+    }
+
+    for (i = 0; i < num; ++i) {
+        if (size <= points[i].size) {
+            return ucs_calib_point_interp(&lo, &points[i], size);
+        }
+        lo = points[i];
+    }
+    return lo.bw;
+}
+
+double ucs_calib_net_bw(const ucs_calib_model_t *model, size_t size)
+{
+    ucs_calib_copy_point_t lo = {UCS_CALIB_NET_BW_SIZE, model->net_bw};
+
+    return ucs_calib_points_bw(lo, model->net, model->num_net, size);
+}
+
+double ucs_calib_zcopy_time(const ucs_calib_model_t *model, size_t size)
+{
+    return model->net_gap + model->net_latency +
+           (size / ucs_calib_net_bw(model, size));
 }
 
 double ucs_calib_copy_time(const ucs_calib_model_t *model, size_t size,
@@ -190,13 +230,47 @@ static size_t ucs_calib_sp_num_chunks(const ucs_calib_derived_t *derived,
     return ucs_max((size_t)ceil(n - 1e-9), 1);
 }
 
+/* A staged sender's time for @a size bytes composed of its parts: the
+ * first chunk's copy and put are exposed; later copies overlap the puts of
+ * earlier chunks, so the rest is bounded by the slower of the two, plus the
+ * share of the faster one that the transfers keep the sender's core from
+ * overlapping (net_cpu) */
+static double ucs_calib_stage_time_composed(const ucs_calib_model_t *model,
+                                            const ucs_calib_derived_t *derived,
+                                            size_t size)
+{
+    size_t first  = ucs_min(size, ucs_calib_sp_first(derived->sp_c0, size));
+    double t_wire = (double)(size - first) / model->net_bw;
+    double t_copy = (double)(size - first) / ucs_calib_copy_bw(model, size);
+
+    return (first / ucs_calib_copy_bw(model, first)) + (first / model->net_bw) +
+           ucs_max(t_wire, t_copy) + (model->net_cpu * ucs_min(t_wire, t_copy));
+}
+
+double ucs_calib_stage_time(const ucs_calib_model_t *model,
+                            const ucs_calib_derived_t *derived, size_t size)
+{
+    ucs_calib_copy_point_t lo;
+
+    if ((size <= UCS_CALIB_NET_BW_SIZE) || (model->num_stage == 0)) {
+        return ucs_calib_stage_time_composed(model, derived, size);
+    }
+
+    /* measured where the message outgrows the caches: the rate runs from
+     * the composed one at the size the network's parts were measured with
+     * through the stage points */
+    lo.size = UCS_CALIB_NET_BW_SIZE;
+    lo.bw   = lo.size / ucs_calib_stage_time_composed(model, derived, lo.size);
+    return size / ucs_calib_points_bw(lo, model->stage, model->num_stage, size);
+}
+
 double ucs_calib_sp_time(const ucs_calib_model_t *model,
                          const ucs_calib_derived_t *derived, size_t size)
 {
     size_t first = ucs_min(size, ucs_calib_sp_first(derived->sp_c0, size));
     size_t n     = ucs_calib_sp_num_chunks(derived, size);
     size_t puts  = ucs_div_round_up(size, ucs_max(derived->sp_sub, 1));
-    double bw_copy, t_rest, t_wire, t_copy, before_last;
+    double before_last;
     size_t sub;
 
     /* the last put: of the last chunk, what the ones before left */
@@ -208,20 +282,12 @@ double ucs_calib_sp_time(const ucs_calib_model_t *model,
     sub         = ucs_min(ucs_max(derived->sp_sub, 1),
                           size - (size_t)before_last);
 
-    /* the first chunk's copy is exposed; later copies overlap the sends of
-     * earlier chunks, so the rest is bounded by the slower of the two, plus
-     * the share of the faster one that the transfers keep the sender's core
-     * from overlapping (net_cpu); the receiver copies each sub-block out as
-     * it lands, so only its copy of the last one is exposed. Every
+    /* the sender's copies and puts; the receiver copies each sub-block out
+     * as it lands, so only its copy of the last one is exposed. Every
      * sub-block is a put and every chunk an acknowledgment: each costs a
      * gap. */
-    bw_copy = ucs_calib_copy_bw(model, first);
-    t_wire  = (double)(size - first) / model->net_bw;
-    t_copy  = (double)(size - first) / ucs_calib_copy_bw(model, size);
-    t_rest  = ucs_max(t_wire, t_copy) +
-             (model->net_cpu * ucs_min(t_wire, t_copy));
-    return (first / bw_copy) + ((n + ucs_max(puts, n)) * model->net_gap) +
-           model->net_latency + (first / model->net_bw) + t_rest +
+    return ucs_calib_stage_time(model, derived, size) +
+           ((n + ucs_max(puts, n)) * model->net_gap) + model->net_latency +
            (sub / ucs_calib_copy_bw(model, sub));
 }
 
@@ -268,6 +334,17 @@ static int ucs_calib_zcopy_wins(const ucs_calib_model_t *model,
      * of a first transfer from untouched pages is in the reg time */
     return ucs_calib_reg_time(model, size, pages) <
            ucs_calib_copy_time(model, size, pages);
+}
+
+/* the superpipeline against zero-copy from a buffer registered already
+ * (where it does not win, the single copy, whose chunks are no larger,
+ * does not either: the stage points measure the staged sender) */
+static int ucs_calib_cached_staged_wins(const ucs_calib_model_t *model,
+                                        const ucs_calib_derived_t *derived,
+                                        size_t size, int unused)
+{
+    return ucs_calib_sp_time(model, derived, size) <
+           ucs_calib_zcopy_time(model, size);
 }
 
 static int ucs_calib_sp_wins(const ucs_calib_model_t *model,
@@ -320,6 +397,8 @@ void ucs_calib_derive(const ucs_calib_model_t *model,
                                (size_t)UCS_CALIB_SP_C0_MAX);
     derived->sp_thresh = ucs_calib_crossover(ucs_calib_sp_wins, model,
                                              derived, 0);
+    derived->cached_staged_thresh = ucs_calib_crossover(
+            ucs_calib_cached_staged_wins, model, derived, 0);
 }
 
 const char *ucs_calib_source_name(ucs_calib_source_t source)
@@ -447,13 +526,47 @@ static void ucs_calib_check_linear(ucs_calib_check_t *check, const char *name,
     ucs_calib_check_value(check, field, UCS_CALIB_VALUE_PER_BYTE, &func->m);
 }
 
+/* working-set points: sizes above @a min_size and ascending, bandwidths
+ * within their bounds */
+static ucs_status_t ucs_calib_check_points(ucs_calib_check_t *check,
+                                           const char *name,
+                                           ucs_calib_copy_point_t *points,
+                                           unsigned num, size_t min_size)
+{
+    size_t prev = min_size;
+    char field[64];
+    double size;
+    unsigned i;
+
+    for (i = 0; i < num; ++i) {
+        ucs_snprintf_safe(field, sizeof(field), "%s %u size", name, i);
+        size = points[i].size;
+        ucs_calib_check_value(check, field, UCS_CALIB_VALUE_SIZE, &size);
+        points[i].size = size;
+        ucs_snprintf_safe(field, sizeof(field), "%s %u bandwidth", name, i);
+        ucs_calib_check_value(check, field, UCS_CALIB_VALUE_BW, &points[i].bw);
+        if ((check->status == UCS_OK) && (points[i].size <= prev) &&
+            ((i > 0) || (min_size > 0))) {
+            ucs_snprintf_safe(check->err, check->max,
+                              "%s sizes must ascend, above %zu (%zu after "
+                              "%zu)",
+                              name, min_size, points[i].size, prev);
+            check->status = UCS_ERR_INVALID_PARAM;
+        }
+        if (check->status != UCS_OK) {
+            break;
+        }
+        prev = points[i].size;
+    }
+    return check->status;
+}
+
 ucs_status_t
 ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max)
 {
     ucs_calib_check_t check = {fix, err, max, UCS_OK};
     char field[64];
     ucs_calib_engine_t *e;
-    double size;
     unsigned i;
 
     for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
@@ -469,22 +582,20 @@ ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max)
                           model->num_copy, UCS_CALIB_MAX_COPY_POINTS);
         return UCS_ERR_INVALID_PARAM;
     }
-    for (i = 0; i < model->num_copy; ++i) {
-        ucs_snprintf_safe(field, sizeof(field), "copy %u size", i);
-        size = model->copy[i].size;
-        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_SIZE, &size);
-        model->copy[i].size = size;
-        ucs_snprintf_safe(field, sizeof(field), "copy %u bandwidth", i);
-        ucs_calib_check_value(&check, field, UCS_CALIB_VALUE_BW,
-                              &model->copy[i].bw);
-        if ((check.status == UCS_OK) && (i > 0) &&
-            (model->copy[i].size <= model->copy[i - 1].size)) {
-            ucs_snprintf_safe(err, max,
-                              "copy sizes must ascend (%zu after "
-                              "%zu)",
-                              model->copy[i].size, model->copy[i - 1].size);
-            return UCS_ERR_INVALID_PARAM;
-        }
+    if ((model->num_net > UCS_CALIB_MAX_NET_POINTS) ||
+        (model->num_stage > UCS_CALIB_MAX_NET_POINTS)) {
+        ucs_snprintf_safe(err, max, "%u net and %u stage points, at most %d",
+                          model->num_net, model->num_stage,
+                          UCS_CALIB_MAX_NET_POINTS);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((ucs_calib_check_points(&check, "copy", model->copy, model->num_copy,
+                                0) != UCS_OK) ||
+        (ucs_calib_check_points(&check, "net", model->net, model->num_net,
+                                UCS_CALIB_NET_BW_SIZE) != UCS_OK) ||
+        (ucs_calib_check_points(&check, "stage", model->stage, model->num_stage,
+                                UCS_CALIB_NET_BW_SIZE) != UCS_OK)) {
+        return check.status;
     }
 
     ucs_calib_check_value(&check, "net_latency", UCS_CALIB_VALUE_TIME,
@@ -558,6 +669,7 @@ void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
 
     fprintf(stream, "# ucx-hcr cost model: seconds = c + m * bytes; "
                     "bytes/s\n"
+                    "# copy, net, stage: <working set bytes> <bytes/s>\n"
                     "# engine <backend> start post bw overlap "
                     "cpu_per_byte\n");
     for (i = 0; i < UCS_CALIB_PAGES_LAST; ++i) {
@@ -575,6 +687,13 @@ void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
     }
     fprintf(stream, "net_latency %.9e\n", model->net_latency);
     fprintf(stream, "net_bw %.9e\n", model->net_bw);
+    for (i = 0; i < model->num_net; ++i) {
+        fprintf(stream, "net %zu %.9e\n", model->net[i].size, model->net[i].bw);
+    }
+    for (i = 0; i < model->num_stage; ++i) {
+        fprintf(stream, "stage %zu %.9e\n", model->stage[i].size,
+                model->stage[i].bw);
+    }
     fprintf(stream, "net_gap %.9e\n", model->net_gap);
     fprintf(stream, "net_cpu %.6f\n", model->net_cpu);
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
@@ -673,6 +792,39 @@ static int ucs_calib_parse_double(const char *token, double *value)
     return (end != token) && (*end == '\0');
 }
 
+/* a "copy" or "net" line: one more working-set point, above @a min_size
+ * and the points before */
+static ucs_status_t
+ucs_calib_parse_point(ucs_calib_check_t *check, const char *name, double size,
+                      double bw, size_t min_size, unsigned max_num,
+                      ucs_calib_copy_point_t *points, unsigned *num_p)
+{
+    char field[32];
+
+    ucs_snprintf_safe(field, sizeof(field), "%s size", name);
+    ucs_calib_check_value(check, field, UCS_CALIB_VALUE_SIZE, &size);
+    ucs_snprintf_safe(field, sizeof(field), "%s bandwidth", name);
+    ucs_calib_check_value(check, field, UCS_CALIB_VALUE_BW, &bw);
+    if (check->status != UCS_OK) {
+        return check->status;
+    }
+    if (*num_p == max_num) {
+        ucs_snprintf_safe(check->err, check->max, "more than %u %s lines",
+                          max_num, name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((size <= min_size) ||
+        ((*num_p > 0) && (size <= points[*num_p - 1].size))) {
+        ucs_snprintf_safe(check->err, check->max,
+                          "%s sizes must ascend, above %zu", name, min_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    points[*num_p].size = (size_t)size;
+    points[*num_p].bw   = bw;
+    ++(*num_p);
+    return UCS_OK;
+}
+
 /* one line, split into tokens; err says what is wrong with it */
 static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
                                          ucs_calib_model_t *model,
@@ -721,25 +873,21 @@ static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
         ucs_calib_check_linear(&check, key, func);
     } else if (!strcmp(key, "copy")) {
         UCS_CALIB_NEED_VALUES(2);
-        ucs_calib_check_value(&check, "copy size", UCS_CALIB_VALUE_SIZE, &v[1]);
-        ucs_calib_check_value(&check, "copy bandwidth", UCS_CALIB_VALUE_BW,
-                              &v[2]);
-        if (check.status != UCS_OK) {
-            return check.status;
-        }
-        if (model->num_copy == UCS_CALIB_MAX_COPY_POINTS) {
-            ucs_snprintf_safe(err, max, "more than %d copy lines",
-                              UCS_CALIB_MAX_COPY_POINTS);
-            return UCS_ERR_INVALID_PARAM;
-        }
-        if ((model->num_copy > 0) &&
-            (v[1] <= model->copy[model->num_copy - 1].size)) {
-            ucs_snprintf_safe(err, max, "copy sizes must ascend");
-            return UCS_ERR_INVALID_PARAM;
-        }
-        model->copy[model->num_copy].size = (size_t)v[1];
-        model->copy[model->num_copy].bw   = v[2];
-        ++model->num_copy;
+        return ucs_calib_parse_point(&check, key, v[1], v[2], 0,
+                                     UCS_CALIB_MAX_COPY_POINTS, model->copy,
+                                     &model->num_copy);
+    } else if (!strcmp(key, "net")) {
+        UCS_CALIB_NEED_VALUES(2);
+        return ucs_calib_parse_point(&check, key, v[1], v[2],
+                                     UCS_CALIB_NET_BW_SIZE,
+                                     UCS_CALIB_MAX_NET_POINTS, model->net,
+                                     &model->num_net);
+    } else if (!strcmp(key, "stage")) {
+        UCS_CALIB_NEED_VALUES(2);
+        return ucs_calib_parse_point(&check, key, v[1], v[2],
+                                     UCS_CALIB_NET_BW_SIZE,
+                                     UCS_CALIB_MAX_NET_POINTS, model->stage,
+                                     &model->num_stage);
     } else if (!strcmp(key, "net_latency")) {
         UCS_CALIB_NEED_VALUES(1);
         model->net_latency = v[1];

@@ -30,10 +30,17 @@
 #define UCT_HCR_CALIB_REG_REPS     5
 #define UCT_HCR_CALIB_LAT_ITERS    200
 #define UCT_HCR_CALIB_GAP_MSGS     512
-#define UCT_HCR_CALIB_BW_MSG       UCS_MBYTE
+#define UCT_HCR_CALIB_BW_MSG       UCS_CALIB_NET_BW_SIZE
 #define UCT_HCR_CALIB_BW_MSGS      16
 #define UCT_HCR_CALIB_QP_DEPTH     64
 #define UCT_HCR_CALIB_CPU_REPS     7
+#define UCT_HCR_CALIB_WS_REPS      3
+#define UCT_HCR_CALIB_WS_REPS_MAX  16
+#define UCT_HCR_CALIB_WS_BYTES     (128 * UCS_MBYTE)
+/* a staged sender's slots (as rndv/sppln's, UCP_SPPLN_NUM_SLOTS), and the
+ * puts it keeps in flight */
+#define UCT_HCR_CALIB_STAGE_SLOTS  3
+#define UCT_HCR_CALIB_STAGE_PUTS   2
 #define UCT_HCR_CALIB_TIMEOUT      5.0 /* seconds, for one completion */
 
 static const size_t uct_hcr_calib_reg_sizes[] = {
@@ -54,31 +61,44 @@ typedef struct {
 } uct_hcr_calib_loop_t;
 
 
-/* RDMA write from @a src (lkey @a lkey) to the second half of the buffer */
-static ucs_status_t uct_hcr_calib_write_from(uct_hcr_calib_loop_t *loop,
-                                             const void *src, uint32_t lkey,
-                                             size_t length, int flags,
-                                             uint64_t wr_id)
+/* RDMA write (or read) of @a length bytes from (into) @a local (lkey
+ * @a lkey) to (from) @a remote (rkey @a rkey) through the loopback QPs */
+static ucs_status_t
+uct_hcr_calib_post_rdma(uct_hcr_calib_loop_t *loop, enum ibv_wr_opcode opcode,
+                        const void *local, uint32_t lkey, void *remote,
+                        uint32_t rkey, size_t length, int flags, uint64_t wr_id)
 {
     struct ibv_send_wr wr, *bad_wr;
     struct ibv_sge sge;
 
-    sge.addr                = (uintptr_t)src;
+    sge.addr                = (uintptr_t)local;
     sge.length              = length;
     sge.lkey                = lkey;
     memset(&wr, 0, sizeof(wr));
     wr.wr_id                = wr_id;
     wr.sg_list              = &sge;
     wr.num_sge              = 1;
-    wr.opcode               = IBV_WR_RDMA_WRITE;
+    wr.opcode               = opcode;
     wr.send_flags           = flags;
-    wr.wr.rdma.remote_addr  = (uintptr_t)loop->buf + (loop->buf_size / 2);
-    wr.wr.rdma.rkey         = loop->mr->rkey;
+    wr.wr.rdma.remote_addr  = (uintptr_t)remote;
+    wr.wr.rdma.rkey         = rkey;
     if (ibv_post_send(loop->qp[0], &wr, &bad_wr)) {
         ucs_error("hcr calib: ibv_post_send() failed: %m");
         return UCS_ERR_IO_ERROR;
     }
     return UCS_OK;
+}
+
+/* RDMA write from @a src (lkey @a lkey) to the second half of the buffer */
+static ucs_status_t uct_hcr_calib_write_from(uct_hcr_calib_loop_t *loop,
+                                             const void *src, uint32_t lkey,
+                                             size_t length, int flags,
+                                             uint64_t wr_id)
+{
+    return uct_hcr_calib_post_rdma(loop, IBV_WR_RDMA_WRITE, src, lkey,
+                                   UCS_PTR_BYTE_OFFSET(loop->buf,
+                                                       loop->buf_size / 2),
+                                   loop->mr->rkey, length, flags, wr_id);
 }
 
 /* RDMA write from the first half of the buffer to the second */
@@ -569,6 +589,185 @@ static ucs_status_t uct_hcr_calib_measure_net(uct_hcr_calib_loop_t *loop,
     return UCS_OK;
 }
 
+/* The buffers of the working-set measurements: a message's source and
+ * destination of up to max_size bytes each, and the staging slots of both
+ * sides, registered as one */
+typedef struct {
+    char *src;
+    char *dst;
+    char *slots;
+    size_t max_size;
+    size_t length;
+    struct ibv_mr *mr;
+} uct_hcr_calib_ws_t;
+
+/* One zero-copy transfer of @a size bytes, source to destination, the way
+ * UCX's rendezvous moves a registered buffer: the receiver reads it */
+static ucs_status_t uct_hcr_calib_ws_zcopy(uct_hcr_calib_loop_t *loop,
+                                           const uct_hcr_calib_ws_t *ws,
+                                           size_t size)
+{
+    ucs_status_t status;
+
+    status = uct_hcr_calib_post_rdma(loop, IBV_WR_RDMA_READ, ws->dst,
+                                     ws->mr->lkey, ws->src, ws->mr->rkey, size,
+                                     IBV_SEND_SIGNALED, 0);
+    return (status == UCS_OK) ? uct_hcr_calib_wait(loop, 1) : status;
+}
+
+/* A staged sender's work for @a size bytes, as rndv/sppln's sender does
+ * it on its own core: each slot-sized chunk copied into the next staging
+ * slot, then put into the receiver's slot while the next chunk is copied */
+static ucs_status_t uct_hcr_calib_ws_staged(uct_hcr_calib_loop_t *loop,
+                                            const uct_hcr_calib_ws_t *ws,
+                                            size_t size)
+{
+    size_t chunk      = UCT_HCR_CALIB_BW_MSG;
+    unsigned inflight = 0;
+    ucs_status_t status;
+    size_t offset;
+    char *slot;
+
+    for (offset = 0; offset < size; offset += chunk) {
+        if (inflight == UCT_HCR_CALIB_STAGE_PUTS) {
+            status = uct_hcr_calib_wait(loop, 1);
+            if (status != UCS_OK) {
+                return status;
+            }
+            --inflight;
+        }
+        slot = ws->slots +
+               (((offset / chunk) % UCT_HCR_CALIB_STAGE_SLOTS) * chunk);
+        memcpy(slot, ws->src + offset, ucs_min(chunk, size - offset));
+        status = uct_hcr_calib_post_rdma(
+                loop, IBV_WR_RDMA_WRITE, slot, ws->mr->lkey,
+                slot + (UCT_HCR_CALIB_STAGE_SLOTS * chunk), ws->mr->rkey,
+                ucs_min(chunk, size - offset), IBV_SEND_SIGNALED, offset);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ++inflight;
+    }
+    return uct_hcr_calib_wait(loop, inflight);
+}
+
+/* The rate of @a func for @a size bytes: the median of runs that move
+ * UCT_HCR_CALIB_WS_BYTES (at least UCT_HCR_CALIB_WS_REPS runs), after one
+ * untimed run. The runs of one path follow each other, as the sends of a
+ * reused buffer by that path do: what one leaves in the caches is what the
+ * next finds. */
+static ucs_status_t
+uct_hcr_calib_ws_rate(uct_hcr_calib_loop_t *loop, const uct_hcr_calib_ws_t *ws,
+                      ucs_status_t (*func)(uct_hcr_calib_loop_t *,
+                                           const uct_hcr_calib_ws_t *, size_t),
+                      size_t size, double *bw_p)
+{
+    unsigned reps = ucs_min(ucs_max(UCT_HCR_CALIB_WS_BYTES / size,
+                                    UCT_HCR_CALIB_WS_REPS),
+                            UCT_HCR_CALIB_WS_REPS_MAX);
+    double t[UCT_HCR_CALIB_WS_REPS_MAX];
+    ucs_status_t status;
+    ucs_time_t start;
+    unsigned r;
+
+    for (r = 0; r <= reps; ++r) {
+        start  = ucs_get_time();
+        status = func(loop, ws, size);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (r > 0) {
+            t[r - 1] = ucs_time_to_sec(ucs_get_time() - start);
+        }
+    }
+    *bw_p = size / ucs_calib_median(t, reps);
+    return UCS_OK;
+}
+
+/*
+ * The network where a message no longer fits the caches, at each of the
+ * model's memcpy working sets above net_bw's transfer size: a zero-copy
+ * transfer between two buffers of that size (net), and a staged sender's
+ * copies and puts of it (stage). A device may move large buffers slower
+ * than cache-sized ones (an HCA whose translation cache misses; softverbs,
+ * whose kernel copy walks every page of every transfer: 16 MiB between
+ * 4 KiB pages at about half the rate of 1 MiB), while a staged copy puts
+ * chunks that stay in the cache; zero-copy from a registered buffer can
+ * then lose to staging it. Not measured (net_bw and the model's
+ * composition of copies and puts at every size) where the buffers cannot
+ * be registered, e.g. within an unprivileged process' RLIMIT_MEMLOCK.
+ */
+static ucs_status_t uct_hcr_calib_measure_net_ws(uct_hcr_calib_loop_t *loop,
+                                                 ucs_calib_model_t *model)
+{
+    ucs_status_t status = UCS_OK;
+    uct_hcr_calib_ws_t ws;
+    char *buf;
+    size_t size;
+    unsigned i;
+
+    model->num_net   = 0;
+    model->num_stage = 0;
+    ws.max_size      = 0;
+    for (i = 0; i < model->num_copy; ++i) {
+        ws.max_size = ucs_max(ws.max_size, model->copy[i].size);
+    }
+    if (ws.max_size <= UCT_HCR_CALIB_BW_MSG) {
+        return UCS_OK;
+    }
+
+    /* source, destination, and the slots of the sender and the receiver */
+    ws.length = (2 * ws.max_size) +
+                (2 * UCT_HCR_CALIB_STAGE_SLOTS * UCT_HCR_CALIB_BW_MSG);
+    buf = uct_hcr_calib_map_resident(ws.length);
+    if (buf == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ws.src   = buf;
+    ws.dst   = buf + ws.max_size;
+    ws.slots = buf + (2 * ws.max_size);
+
+    ws.mr = ibv_reg_mr(loop->md->pd, buf, ws.length, UCT_IB_MEM_ACCESS_FLAGS);
+    if (ws.mr == NULL) {
+        ucs_debug("hcr calib: %s: cannot register %zu bytes (%m): network "
+                  "bandwidth measured for cache-sized transfers only",
+                  uct_ib_device_name(&loop->md->dev), ws.length);
+        goto out_unmap;
+    }
+
+    for (i = 0; i < model->num_copy; ++i) {
+        size = model->copy[i].size;
+        if ((size <= UCT_HCR_CALIB_BW_MSG) ||
+            (model->num_net == UCS_CALIB_MAX_NET_POINTS)) {
+            continue;
+        }
+        model->net[model->num_net].size     = size;
+        model->stage[model->num_stage].size = size;
+        status = uct_hcr_calib_ws_rate(loop, &ws, uct_hcr_calib_ws_zcopy, size,
+                                       &model->net[model->num_net].bw);
+        if (status == UCS_OK) {
+            status = uct_hcr_calib_ws_rate(loop, &ws, uct_hcr_calib_ws_staged,
+                                           size,
+                                           &model->stage[model->num_stage].bw);
+        }
+        if (status != UCS_OK) {
+            break;
+        }
+        ucs_debug("hcr calib: %zu bytes: zero-copy %.0f MB/s, staged %.0f "
+                  "MB/s (%zu bytes: %.0f MB/s)",
+                  size, model->net[model->num_net].bw / UCS_MBYTE,
+                  model->stage[model->num_stage].bw / UCS_MBYTE,
+                  (size_t)UCT_HCR_CALIB_BW_MSG, model->net_bw / UCS_MBYTE);
+        ++model->num_net;
+        ++model->num_stage;
+    }
+
+    ibv_dereg_mr(ws.mr);
+out_unmap:
+    munmap(buf, ws.length);
+    return status;
+}
+
 /* One 1 MiB write, and with @a copy_buf a 1 MiB memcpy while it is in
  * flight; returns the seconds both took in @a t_p */
 static ucs_status_t uct_hcr_calib_write_copy(uct_hcr_calib_loop_t *loop,
@@ -669,6 +868,9 @@ static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
     }
     if (status == UCS_OK) {
         status = uct_hcr_calib_measure_net_cpu(&loop, model);
+    }
+    if (status == UCS_OK) {
+        status = uct_hcr_calib_measure_net_ws(&loop, model);
     }
 
     uct_hcr_calib_loop_close(&loop);

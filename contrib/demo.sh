@@ -364,7 +364,9 @@ if [ -n "$row" ]; then
     echo "   - 'cached: eager <E< zcopy': a buffer in the registration cache," \
          "or sent before, goes zero-copy:"
     echo "     below E with UCX's eager protocols, else UCX's own rendezvous:" \
-         "the reused sends (log: ${paths_reused:-none})"
+         "the reused sends (log: ${paths_reused:-none});"
+    echo "     'cached-sppln S': from S (inf: never) staging beats" \
+         "zero-copy even from registered memory"
     echo "   - else by size and the model: 'bcopy <A<': one copy through a" \
          "pre-registered staging"
     echo "     buffer below A; 'sppln': the superpipeline, copies of chunk" \

@@ -458,6 +458,7 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
     const ucp_sppln_config_t *config = &context->config.sppln;
     const ucs_calib_derived_t *derived;
     ucs_calib_pages_t pages;
+    int reused;
 
     *probed_p = 0;
 
@@ -465,13 +466,15 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
         return config->path;
     }
 
-    if (ucp_sppln_rcache_hit(context, buffer, length)) {
-        return UCP_SPPLN_PATH_ZCOPY;
-    }
-
     /* a buffer sent before is likely to be sent again: register it now, so
-     * that its next sends hit the cache; a first send is staged */
-    if (ucp_sppln_staged_before(staged, buffer, length)) {
+     * that its next sends hit the cache; a first send is staged. Unless
+     * the message is so large that staging it beats zero-copy even from
+     * registered memory (on a device that moves buffers the caches cannot
+     * hold slower than the staging's chunks) */
+    reused = ucp_sppln_rcache_hit(context, buffer, length) ||
+             ucp_sppln_staged_before(staged, buffer, length);
+    if (reused && (!lmodel->have_model ||
+                   (length < lmodel->derived.cached_staged_thresh))) {
         return UCP_SPPLN_PATH_ZCOPY;
     }
 
@@ -490,10 +493,13 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
 
     /* the pages' residency is a system call (mincore(): 0.9 us on a VM,
      * tens of percent of a 16 KiB message's time here): looked up only
-     * where it can change the answer, from a zero-copy threshold up */
+     * where it can change the answer, from a zero-copy threshold up; a
+     * registered buffer's registration is paid */
     derived = &lmodel->derived;
-    if (length >= ucs_min(derived->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
-                          derived->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT])) {
+    if (!reused &&
+        (length >=
+         ucs_min(derived->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+                 derived->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT]))) {
         pages     = ucp_sppln_pages(buffer);
         *probed_p = 1;
         if (length >= derived->zcopy_thresh[pages]) {

@@ -171,8 +171,9 @@ int ucp_sppln_staged_before(ucp_sppln_staged_table_t *table, const void *buffer,
                             size_t length);
 
 
-/* The path of a message: cached or sent before goes zero-copy, and so does
- * one that would wait for a staging group (staging_busy), else the measured
+/* The path of a message: cached or sent before goes zero-copy below the
+ * measured size from which staging beats it anyway, and so does one that
+ * would wait for a staging group (staging_busy), else the measured
  * critical sizes decide; *probed_p tells whether the buffer's residency was
  * looked up for it (a system call) */
 ucp_sppln_path_t

@@ -1127,7 +1127,7 @@ static void ucp_sppln_send_query(const ucp_proto_query_params_t *params,
     const ucp_sppln_send_priv_t *spriv = params->priv;
     const ucp_sppln_lane_model_t *lm   = &spriv->lmodel;
     ucp_context_h context              = params->worker->context;
-    char sp[16], zc[16], c0[16], sub[16], eg[16];
+    char sp[16], zc[16], c0[16], sub[16], eg[16], cs[16];
     ucp_rsc_index_t rsc_index;
 
     rsc_index = params->ep_config_key->lanes[spriv->rma_lane].rsc_index;
@@ -1144,16 +1144,20 @@ static void ucp_sppln_send_query(const ucp_proto_query_params_t *params,
     ucp_sppln_size_str(lm->c0, c0, sizeof(c0));
     ucp_sppln_size_str(lm->sub_size, sub, sizeof(sub));
     ucp_sppln_size_str(spriv->eager_max + 1, eg, sizeof(eg));
+    ucp_sppln_size_str(lm->have_model ? lm->derived.cached_staged_thresh :
+                                        SIZE_MAX,
+                       cs, sizeof(cs));
     ucs_snprintf_safe(attr->desc, sizeof(attr->desc),
                       "cached: eager <%s< zcopy, else bcopy <%s< sppln <%s< "
                       "zcopy",
                       eg, sp, zc);
+    /* the desc has no room for it: a cached buffer staged from cs */
     ucs_snprintf_safe(attr->config, sizeof(attr->config),
-                      "%s/%s%s C0 %s q %.1f sub %s",
+                      "%s/%s%s C0 %s q %.1f sub %s cached-sppln %s",
                       context->tl_rscs[rsc_index].tl_rsc.tl_name,
                       context->tl_rscs[rsc_index].tl_rsc.dev_name,
                       spriv->put_notify ? " put+notify" : " put,am", c0, lm->q,
-                      sub);
+                      sub, cs);
 }
 
 ucp_proto_t ucp_tag_rndv_sppln_proto = {

@@ -538,12 +538,9 @@ static void ucp_sppln_copy_backend(ucp_sppln_lane_model_t *lmodel,
                                    "the sender's own copy");
 }
 
-void ucp_sppln_lane_model_init(ucp_sppln_lane_model_t *lmodel,
-                               const ucp_sppln_config_t *config,
-                               const char *md_name, size_t max_put)
+int ucp_sppln_find_model(const char *md_name, ucs_calib_model_t *model)
 {
     char dev[UCS_CALIB_DEV_NAME_MAX];
-    size_t max_sub;
     char *colon;
 
     /* models are per device; md names may carry a suffix */
@@ -553,7 +550,26 @@ void ucp_sppln_lane_model_init(ucp_sppln_lane_model_t *lmodel,
         *colon = '\0';
     }
 
-    lmodel->have_model = (ucs_calib_find(dev, &lmodel->model, NULL) == UCS_OK);
+    return ucs_calib_find(dev, model, NULL) == UCS_OK;
+}
+
+int ucp_sppln_recv_bound(const char *md_name)
+{
+    ucs_calib_model_t model;
+
+    /* copy_fault is the model's cost of faulting a page in (measured as a
+     * copy from untouched pages) */
+    return ucp_sppln_find_model(md_name, &model) && (model.copy_fault.m > 0) &&
+           ((1.0 / model.copy_fault.m) < model.net_bw);
+}
+
+void ucp_sppln_lane_model_init(ucp_sppln_lane_model_t *lmodel,
+                               const ucp_sppln_config_t *config,
+                               const char *md_name, size_t max_put)
+{
+    size_t max_sub;
+
+    lmodel->have_model = ucp_sppln_find_model(md_name, &lmodel->model);
     if (lmodel->have_model) {
         ucs_calib_derive(&lmodel->model, &lmodel->derived);
         lmodel->c0       = lmodel->derived.sp_c0;

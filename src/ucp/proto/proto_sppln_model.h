@@ -188,6 +188,17 @@ size_t
 ucp_sppln_eager_max(const ucp_sppln_lane_model_t *lmodel, size_t seg_size);
 
 
+/* The model this process measured for the device of an md (md name, which
+ * may carry a suffix): 1, or 0 without one */
+int ucp_sppln_find_model(const char *md_name, ucs_calib_model_t *model);
+
+
+/* Whether a receiver on this device (md name) faults the pages of an
+ * untouched destination in slower than the network delivers them, by the
+ * device's measured model (0 without one) */
+int ucp_sppln_recv_bound(const char *md_name);
+
+
 /* The performance ranges of rndv/sppln from the model, for a buffer that is
  * neither cached nor resident; ctrl_time: its control messages */
 void ucp_sppln_perf(const ucp_sppln_lane_model_t *lmodel,

@@ -147,17 +147,9 @@ static void ucp_rma_choose_perf_set(ucp_rma_choose_perf_t *perf,
 static void
 ucp_rma_choose_model(ucp_rma_choose_priv_t *cpriv, const char *md_name)
 {
-    char dev[UCS_CALIB_DEV_NAME_MAX];
     ucs_calib_derived_t derived;
-    char *colon;
 
-    ucs_strncpy_zero(dev, md_name, sizeof(dev));
-    colon = strchr(dev, ':');
-    if (colon != NULL) {
-        *colon = '\0';
-    }
-
-    cpriv->have_model = (ucs_calib_find(dev, &cpriv->model, NULL) == UCS_OK);
+    cpriv->have_model = ucp_sppln_find_model(md_name, &cpriv->model);
     if (!cpriv->have_model) {
         return;
     }

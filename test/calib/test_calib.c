@@ -276,6 +276,18 @@ TH_TEST(calib, copy_bw_interpolates)
     TH_ASSERT(calib_close(ucs_calib_copy_bw(&m, 32 * 1024), 25e9, 1e-9));
 }
 
+/* one net and one stage point, at 16 MiB */
+static void
+calib_points_16m(ucs_calib_model_t *m, double net_bw, double stage_bw)
+{
+    m->num_net       = 1;
+    m->net[0].size   = 16 * UCS_CALIB_NET_BW_SIZE;
+    m->net[0].bw     = net_bw;
+    m->num_stage     = 1;
+    m->stage[0].size = 16 * UCS_CALIB_NET_BW_SIZE;
+    m->stage[0].bw   = stage_bw;
+}
+
 /* the network's bandwidth by transfer size: net_bw up to the size it is
  * measured with, then through the net points; a staged sender's time
  * composed of its copies and puts up to that size, then at a rate through
@@ -300,14 +312,10 @@ TH_TEST(calib, net_and_stage_points_interpolate)
                           1e-9));
     composed_bw = mb / ucs_calib_stage_time(&m, &d, mb);
 
-    m.num_net       = 2;
-    m.net[0].size   = 16 * mb;
-    m.net[0].bw     = 4e9;
-    m.net[1].size   = 64 * mb;
-    m.net[1].bw     = 2e9;
-    m.num_stage     = 1;
-    m.stage[0].size = 16 * mb;
-    m.stage[0].bw   = 6e9;
+    calib_points_16m(&m, 4e9, 6e9);
+    m.num_net     = 2;
+    m.net[1].size = 64 * mb;
+    m.net[1].bw   = 2e9;
     ucs_calib_derive(&m, &d);
     TH_ASSERT_DBL(ucs_calib_net_bw(&m, mb / 2), ==, 8e9);
     TH_ASSERT_DBL(ucs_calib_net_bw(&m, mb), ==, 8e9);
@@ -341,12 +349,7 @@ TH_TEST(calib, cached_staged_thresh_follows_points)
     TH_ASSERT_EQ(d.cached_staged_thresh, UCS_CALIB_SIZE_INF);
 
     /* large transfers as slow for both: zero-copy keeps its one copy */
-    m.num_net       = 1;
-    m.net[0].size   = 16 * mb;
-    m.net[0].bw     = 3e9;
-    m.num_stage     = 1;
-    m.stage[0].size = 16 * mb;
-    m.stage[0].bw   = 3e9;
+    calib_points_16m(&m, 3e9, 3e9);
     ucs_calib_derive(&m, &d);
     TH_ASSERT_EQ(d.cached_staged_thresh, UCS_CALIB_SIZE_INF);
 

@@ -37,6 +37,8 @@ typedef struct {
     uint64_t populated; /* first chunk faulted in after the RTR */
     uint64_t residency_probes; /* mincore() of a buffer, either side */
     uint64_t eager; /* zcopy sends handed to an eager protocol */
+    uint64_t cached_staged; /* registered buffers the model staged */
+    uint64_t cached_backoff; /* of them, slower than its zero-copy */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -2027,7 +2029,9 @@ typedef struct {
     sppln_arg_t super;
     size_t size; /* of the reused buffer */
     int eager; /* whether its registered sends must go eagerly */
-    int staged; /* whether they must be staged (no zero-copy) */
+    int staged; /* how many of them must be staged, the rest zero-copy */
+    int backoff; /* how many staged ones must take longer than
+                    zero-copy's time by the model */
 } sppln_eager_arg_t;
 
 /* Rank 0 sends one buffer SPPLN_EAGER_SENDS times, new data each time: the
@@ -2036,7 +2040,7 @@ typedef struct {
 static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_eager_arg_t *arg = varg;
-    uint64_t zcopy = 0, eager = 0, staged = 0;
+    uint64_t zcopy = 0, eager = 0, staged = 0, backoff = 0;
     const sppln_stats_t *st;
     size_t map_len;
     uint8_t *buf;
@@ -2053,9 +2057,10 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         if (rank == 0) {
             st = ucp_proto_sppln_stats(ucp.worker);
             if ((i == 1) && (st != NULL)) {
-                zcopy  = st->sent[SP_ZCOPY];
-                eager  = st->eager;
-                staged = st->sent[SP_BCOPY] + st->sent[SP_SPPLN];
+                zcopy   = st->sent[SP_ZCOPY];
+                eager   = st->eager;
+                staged  = st->sent[SP_BCOPY] + st->sent[SP_SPPLN];
+                backoff = st->cached_backoff;
             }
             th_fill_pattern(buf, arg->size, 1200 + i);
             sppln_send_to_posted(&ucp, oob, buf, arg->size, 0x900 + i);
@@ -2074,9 +2079,10 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                (unsigned long)(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] -
                                staged));
         TH_ASSERT_EQ(st->sent[SP_ZCOPY] - zcopy,
-                     arg->staged ? 0 : (SPPLN_EAGER_SENDS - 1));
+                     SPPLN_EAGER_SENDS - 1 - arg->staged);
         TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] - staged,
-                     arg->staged ? (SPPLN_EAGER_SENDS - 1) : 0);
+                     arg->staged);
+        TH_ASSERT_EQ(st->cached_backoff - backoff, arg->backoff);
         TH_ASSERT_EQ(st->eager - eager,
                      arg->eager ? (SPPLN_EAGER_SENDS - 1) : 0);
     }
@@ -2101,6 +2107,7 @@ TH_TEST_TIMEOUT(sppln, small_registered_buffer_goes_eager, 120)
     sppln_eager_arg_t arg = {{"auto", "hcr", 0, 0, SPPLN_MODEL_EAGER},
                              16 * 1024,
                              1,
+                             0,
                              0};
 
     sppln_run(sppln_eager_rank, &arg.super);
@@ -2120,12 +2127,21 @@ TH_TEST_TIMEOUT(sppln, small_registered_buffer_goes_eager, 120)
     unsetenv("UCX_RNDV_THRESH");
 }
 
-/* the base model on a device that moves buffers the caches cannot hold at
- * a fifth of its rate, where a staged sender keeps most of it */
+/* the base model on a device that moves buffers from 2 MiB on at a
+ * twenty-fifth of its rate (8 MiB by zero-copy: 42 ms), where a staged
+ * sender keeps most of it */
 #define SPPLN_MODEL_SLOW_LARGE_ZCOPY                                           \
     SPPLN_MODEL_BASE                                                           \
-    "net 16777216 1e9\n"                                                       \
-    "stage 16777216 4e9\n"
+    "net 2097152 2e8\n"                                                        \
+    "stage 2097152 4e9\n"
+
+/* one whose large transfers are ten times faster than its small ones, and
+ * a staged sender's twice as fast again: no host moves 8 MiB that fast
+ * (zero-copy: 0.17 ms) */
+#define SPPLN_MODEL_FAST_LARGE_ZCOPY                                           \
+    SPPLN_MODEL_BASE                                                           \
+    "net 2097152 5e10\n"                                                       \
+    "stage 2097152 1e11\n"
 
 /*
  * Zero-copy from a registered buffer loses to staging it where the device
@@ -2140,9 +2156,10 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_goes_staged, 120)
 {
     sppln_eager_arg_t arg = {{"auto", "hcr", 0, 0,
                               SPPLN_MODEL_SLOW_LARGE_ZCOPY},
-                             4 * SPPLN_MB,
+                             8 * SPPLN_MB,
                              0,
-                             1};
+                             SPPLN_EAGER_SENDS - 1,
+                             0};
     ucs_calib_derived_t d;
 
     sppln_model_derive(SPPLN_MODEL_SLOW_LARGE_ZCOPY, &d);
@@ -2160,7 +2177,28 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_goes_staged, 120)
     sppln_model_derive(SPPLN_MODEL_BASE, &d);
     TH_ASSERT_EQ(d.cached_staged_thresh, UCS_CALIB_SIZE_INF);
     arg.super.model = SPPLN_MODEL_BASE;
-    arg.size        = 4 * SPPLN_MB;
+    arg.size        = 8 * SPPLN_MB;
+    sppln_run(sppln_eager_rank, &arg.super);
+}
+
+/*
+ * A staged registered buffer is checked against the model's zero-copy time:
+ * one that took longer (here every one) sends the next messages of its
+ * size zero-copy.
+ */
+TH_TEST_TIMEOUT(sppln, large_registered_buffer_backs_off, 120)
+{
+    sppln_eager_arg_t arg = {{"auto", "hcr", 0, 0,
+                              SPPLN_MODEL_FAST_LARGE_ZCOPY},
+                             8 * SPPLN_MB,
+                             0,
+                             1,
+                             1};
+    ucs_calib_derived_t d;
+
+    sppln_model_derive(SPPLN_MODEL_FAST_LARGE_ZCOPY, &d);
+    th_log("staged from %zu bytes", d.cached_staged_thresh);
+    TH_ASSERT_LE(d.cached_staged_thresh, arg.size);
     sppln_run(sppln_eager_rank, &arg.super);
 }
 

@@ -453,14 +453,16 @@ ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
 ucp_sppln_path_t
 ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                  const ucp_sppln_lane_model_t *lmodel, const void *buffer,
-                 size_t length, int staging_busy, int *probed_p)
+                 size_t length, int staging_busy, int *probed_p, int *check_p)
 {
     const ucp_sppln_config_t *config = &context->config.sppln;
     const ucs_calib_derived_t *derived;
     ucs_calib_pages_t pages;
+    unsigned size_class;
     int reused;
 
     *probed_p = 0;
+    *check_p  = 0;
 
     if (config->path != UCP_SPPLN_PATH_AUTO) {
         return config->path;
@@ -477,6 +479,15 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                    (length < lmodel->derived.cached_staged_thresh))) {
         return UCP_SPPLN_PATH_ZCOPY;
     }
+
+    /* the model's advantage of staging did not hold for a message of this
+     * size lately (ucp_sppln_cached_staged_check()) */
+    size_class = ucs_ilog2(length);
+    if (reused && (staged->cached_zcopy_left[size_class] > 0)) {
+        --staged->cached_zcopy_left[size_class];
+        return UCP_SPPLN_PATH_ZCOPY;
+    }
+    *check_p = reused;
 
     /* every staging group is in use: a staged message would start only
      * when another staged transfer ends, a whole transfer's time, while
@@ -508,6 +519,40 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
     }
     return (length >= derived->sp_thresh) ? UCP_SPPLN_PATH_SPPLN :
                                             UCP_SPPLN_PATH_BCOPY;
+}
+
+/*
+ * The model stages a registered buffer from the size where a staged sender
+ * measured faster than zero-copy between buffers the caches cannot hold.
+ * Its copies, three per byte against zero-copy's one, are what a host's
+ * other load slows first: on the virtual machine of the bench, for minutes
+ * at a time, a reused 16 MiB staged took 3.5-8.9 ms where zero-copy kept
+ * its 2.6-2.9 (1.7-2.2 for staging otherwise). Each staged message of a
+ * registered buffer is checked against the model's zero-copy time, and a
+ * size class whose message lost goes zero-copy for a while; then staging
+ * is tried again.
+ */
+int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
+                                  const ucp_sppln_lane_model_t *lmodel,
+                                  size_t length, double seconds)
+{
+    double t_zcopy;
+
+    if (!lmodel->have_model) {
+        return 0;
+    }
+
+    t_zcopy = ucs_calib_zcopy_time(&lmodel->model, length);
+    if (seconds <= t_zcopy) {
+        return 0;
+    }
+
+    ucs_debug("rndv/sppln: a registered %zu-byte buffer staged in %.1f us, "
+              "zero-copy takes %.1f us by the model: the next %d of its size "
+              "go zero-copy",
+              length, seconds * 1e6, t_zcopy * 1e6, UCP_SPPLN_CACHED_BACKOFF);
+    staged->cached_zcopy_left[ucs_ilog2(length)] = UCP_SPPLN_CACHED_BACKOFF;
+    return 1;
 }
 
 /* Whether the copy engine stages the sender's chunks, and with which

@@ -104,9 +104,16 @@ typedef struct {
 /* Buffers staged once, forgotten when unmapped */
 #define UCP_SPPLN_STAGED_HASH 256
 
+/* Registered buffers the model stages (its cached staging threshold): by
+ * size class (log2 of the length), the messages that go zero-copy after a
+ * staged one took longer than zero-copy would have by the model */
+#define UCP_SPPLN_SIZE_CLASSES   64
+#define UCP_SPPLN_CACHED_BACKOFF 64
+
 typedef struct {
     ucp_sppln_staged_t entry[UCP_SPPLN_STAGED_HASH];
     int tracked; /* unmap events reach the table */
+    uint8_t cached_zcopy_left[UCP_SPPLN_SIZE_CLASSES];
 } ucp_sppln_staged_table_t;
 
 
@@ -175,11 +182,22 @@ int ucp_sppln_staged_before(ucp_sppln_staged_table_t *table, const void *buffer,
  * measured size from which staging beats it anyway, and so does one that
  * would wait for a staging group (staging_busy), else the measured
  * critical sizes decide; *probed_p tells whether the buffer's residency was
- * looked up for it (a system call) */
+ * looked up for it (a system call), *check_p whether it is a registered
+ * buffer staged by the model, whose time the caller passes to
+ * ucp_sppln_cached_staged_check() */
 ucp_sppln_path_t
 ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                  const ucp_sppln_lane_model_t *lmodel, const void *buffer,
-                 size_t length, int staging_busy, int *probed_p);
+                 size_t length, int staging_busy, int *probed_p, int *check_p);
+
+
+/* A registered buffer of @a length bytes was staged, its data moved in
+ * @a seconds (from the receiver's RTR to the last ACK): where zero-copy
+ * would have taken less by the model, the next UCP_SPPLN_CACHED_BACKOFF
+ * messages of its size class go zero-copy. Returns 1 when it backs off. */
+int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
+                                  const ucp_sppln_lane_model_t *lmodel,
+                                  size_t length, double seconds);
 
 
 /* Largest message of a registered buffer that costs less sent eagerly, in

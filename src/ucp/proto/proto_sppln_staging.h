@@ -79,6 +79,11 @@ typedef struct {
     /* zcopy sends of a small registered buffer handed to an eager protocol
      * (in sent[UCP_SPPLN_PATH_ZCOPY] too) */
     uint64_t eager;
+    /* registered buffers staged by the model, and those of them that took
+     * longer than zero-copy's time by the model (their size goes zero-copy
+     * for a while) */
+    uint64_t cached_staged;
+    uint64_t cached_backoff;
 } ucp_sppln_stats_t;
 
 

@@ -163,6 +163,10 @@ typedef struct ucp_sppln_xfer {
             unsigned acked; /* chunks the receiver freed */
             unsigned copies; /* copy engine copies */
             int rtr; /* the RTR arrived */
+            int cached_check; /* a registered buffer the model
+                                                  stages: its time is checked
+                                                  (ucp_sppln_cached_staged_check()) */
+            ucs_time_t rtr_time; /* when the RTR arrived, if so */
             uint64_t rreq_id; /* from the RTR */
             uint64_t remote_slot;
             uint32_t rx_tag;

@@ -97,6 +97,15 @@ static void ucp_sppln_send_try_complete(ucp_request_t *req)
 
     status = xfer->status;
     ucp_trace_req(req, "rndv/sppln send done: %s", ucs_status_string(status));
+    if ((status == UCS_OK) && xfer->send.cached_check &&
+        (xfer->send.rtr_time != 0)) {
+        worker->sppln->stats.cached_backoff += ucp_sppln_cached_staged_check(
+                &worker->sppln->staged,
+                &((const ucp_sppln_send_priv_t *)req->send.proto_config->priv)
+                         ->lmodel,
+                req->send.state.dt_iter.length,
+                ucs_time_to_sec(ucs_get_time() - xfer->send.rtr_time));
+    }
     uct_worker_progress_unregister_safe(worker->uct, &xfer->send.copy_cb_id);
     if (xfer->waiting) {
         ucp_sppln_group_wait_cancel(worker->sppln, UCP_SPPLN_SIDE_SEND,
@@ -564,7 +573,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     ucp_sppln_xfer_t *xfer;
     ucs_status_t status;
     unsigned s;
-    int busy, probed, eager;
+    int busy, probed, eager, check;
 
     *handed_over = 0;
     status       = ucp_sppln_worker_state(worker, &sw);
@@ -575,7 +584,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     busy = sw->groups_used[UCP_SPPLN_SIDE_SEND] >= sw->max_groups;
     path = ucp_sppln_choose(worker->context, &sw->staged, &spriv->lmodel,
                             req->send.state.dt_iter.type.contig.buffer, length,
-                            busy, &probed);
+                            busy, &probed, &check);
     sw->stats.residency_probes += probed;
     sw->stats.busy_zcopy += busy && (path == UCP_SPPLN_PATH_ZCOPY);
     if (path == UCP_SPPLN_PATH_ZCOPY) {
@@ -618,9 +627,11 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     ucp_sppln_sched_init(&xfer->sched, length, path,
                          ucp_sppln_first_chunk(config, &spriv->lmodel, length),
                          spriv->lmodel.q, sw->slot_size);
-    xfer->n_chunks         = ucp_sppln_sched_count(&xfer->sched);
-    xfer->send.copy_cb_id  = UCS_CALLBACKQ_ID_NULL;
-    xfer->send.copy_engine = ucp_sppln_copy_engine(sw, &spriv->lmodel);
+    xfer->n_chunks          = ucp_sppln_sched_count(&xfer->sched);
+    xfer->send.copy_cb_id   = UCS_CALLBACKQ_ID_NULL;
+    xfer->send.copy_engine  = ucp_sppln_copy_engine(sw, &spriv->lmodel);
+    xfer->send.cached_check = check;
+    sw->stats.cached_staged += check;
     for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
         xfer->send.slot[s].comp.func = ucp_sppln_send_slot_completed;
         xfer->send.slot[s].chunk     = s;
@@ -884,6 +895,9 @@ ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
     xfer->send.remote_slot = rtr->slot_addr;
     xfer->send.rx_tag      = rtr->rx_tag;
     xfer->send.rtr         = 1;
+    if (xfer->send.cached_check) {
+        xfer->send.rtr_time = ucs_get_time();
+    }
     ucp_trace_req(req, "rndv/sppln RTR: slots at 0x%" PRIx64 ", tag 0x%x",
                   rtr->slot_addr, rtr->rx_tag);
     ucp_sppln_send_kick(req);

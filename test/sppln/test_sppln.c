@@ -571,9 +571,8 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_populated_early, 120)
 
 /*
  * Where the receiver faults pages in slower than the network delivers them,
- * it faults in every chunk the sender may put before an ACK (three slots)
- * after its RTR: 2.5 MiB in 1 MiB chunks lands without a copy into
- * untouched pages. Where it faults them faster, only the first chunk is
+ * it faults in as much as its three slots hold after its RTR: 2.5 MiB in
+ * 1 MiB chunks lands without a copy into untouched pages. Where it faults them faster, only the first chunk is
  * faulted in and the rest is copied into untouched pages as it lands.
  */
 TH_TEST_TIMEOUT(sppln, fresh_destination_populated_ahead, 120)

@@ -123,6 +123,15 @@ static void cm_select_columns(void)
             cm_columns[n++] = cm_columns[k];
         }
     }
+    if (n == 0) {
+        fprintf(stderr, "CM_COLUMNS='%s' names no column; the columns are "
+                        "(comma-separated):", keep);
+        for (k = 0; k < cm_num_columns; ++k) {
+            fprintf(stderr, " %s", cm_columns[k].name);
+        }
+        fprintf(stderr, "\n");
+        exit(1);
+    }
     cm_num_columns = n;
 }
 

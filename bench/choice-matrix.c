@@ -124,8 +124,10 @@ static void cm_select_columns(void)
         }
     }
     if (n == 0) {
-        fprintf(stderr, "CM_COLUMNS='%s' names no column; the columns are "
-                        "(comma-separated):", keep);
+        fprintf(stderr,
+                "CM_COLUMNS='%s' names no column; the columns are "
+                "(comma-separated):",
+                keep);
         for (k = 0; k < cm_num_columns; ++k) {
             fprintf(stderr, " %s", cm_columns[k].name);
         }

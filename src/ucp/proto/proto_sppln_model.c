@@ -475,19 +475,21 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
      * hold slower than the staging's chunks) */
     reused = ucp_sppln_rcache_hit(context, buffer, length) ||
              ucp_sppln_staged_before(staged, buffer, length);
-    if (reused && (!lmodel->have_model ||
-                   (length < lmodel->derived.cached_staged_thresh))) {
-        return UCP_SPPLN_PATH_ZCOPY;
-    }
+    if (reused) {
+        if (!lmodel->have_model ||
+            (length < lmodel->derived.cached_staged_thresh)) {
+            return UCP_SPPLN_PATH_ZCOPY;
+        }
 
-    /* the model's advantage of staging did not hold for a message of this
-     * size lately (ucp_sppln_cached_staged_check()) */
-    size_class = ucs_ilog2(length);
-    if (reused && (staged->cached_zcopy_left[size_class] > 0)) {
-        --staged->cached_zcopy_left[size_class];
-        return UCP_SPPLN_PATH_ZCOPY;
+        /* the model's advantage of staging did not hold for a message of
+         * this size lately (ucp_sppln_cached_staged_check()) */
+        size_class = ucs_ilog2(length);
+        if (staged->cached_zcopy_left[size_class] > 0) {
+            --staged->cached_zcopy_left[size_class];
+            return UCP_SPPLN_PATH_ZCOPY;
+        }
+        *check_p = 1;
     }
-    *check_p = reused;
 
     /* every staging group is in use: a staged message would start only
      * when another staged transfer ends, a whole transfer's time, while

@@ -80,6 +80,18 @@ static unsigned ucp_sppln_send_busy(const ucp_sppln_xfer_t *xfer)
     return busy;
 }
 
+/* A registered buffer the model staged moved its data since the RTR at
+ * rtr_time: whether staging it paid (ucp_sppln_cached_staged_check()) */
+static void ucp_sppln_send_check_cached(ucp_request_t *req, ucs_time_t rtr_time)
+{
+    const ucp_sppln_send_priv_t *spriv = req->send.proto_config->priv;
+    ucp_sppln_worker_t *sw             = req->send.ep->worker->sppln;
+
+    sw->stats.cached_backoff += ucp_sppln_cached_staged_check(
+            &sw->staged, &spriv->lmodel, req->send.state.dt_iter.length,
+            ucs_time_to_sec(ucs_get_time() - rtr_time));
+}
+
 /* Complete the request once the transfer ended, is in no queue and not in
  * its progress function, and none of its slots is being put or copied
  * into */
@@ -99,12 +111,7 @@ static void ucp_sppln_send_try_complete(ucp_request_t *req)
     ucp_trace_req(req, "rndv/sppln send done: %s", ucs_status_string(status));
     if ((status == UCS_OK) && xfer->send.cached_check &&
         (xfer->send.rtr_time != 0)) {
-        worker->sppln->stats.cached_backoff += ucp_sppln_cached_staged_check(
-                &worker->sppln->staged,
-                &((const ucp_sppln_send_priv_t *)req->send.proto_config->priv)
-                         ->lmodel,
-                req->send.state.dt_iter.length,
-                ucs_time_to_sec(ucs_get_time() - xfer->send.rtr_time));
+        ucp_sppln_send_check_cached(req, xfer->send.rtr_time);
     }
     uct_worker_progress_unregister_safe(worker->uct, &xfer->send.copy_cb_id);
     if (xfer->waiting) {

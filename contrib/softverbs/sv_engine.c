@@ -52,8 +52,13 @@ static struct {
  * bus would make a NIC's. An application thread that lends a hand
  * (sv_engine_help()) waits inside ibv_poll_cq() for at most
  * SV_LINK_HELP_HOLD_NS, so it starts a WR no earlier than that before its
- * deliver time; a thread inside ibv_post_send() never waits, so it executes
- * no WR that is not due yet.
+ * deliver time, and it executes one such WR per call: an HCA does not keep
+ * the application's thread, and a helper that took a QP's whole queue of
+ * WRs held the application inside ibv_poll_cq() until the last of them
+ * was delivered, blind to its other CQs meanwhile (rndv/sppln at 25 Gb/s:
+ * the ACKs of 1 MiB chunks read 0.7 ms after they landed, behind the
+ * chunks queued after them). A thread inside ibv_post_send() never waits,
+ * so it executes no WR that is not due yet.
  */
 #define SV_LINK_HELP_HOLD_NS 200000
 
@@ -831,8 +836,8 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
 {
     uint32_t head, tail;
     uint64_t now = 0, start;
+    int ret, linked;
     sv_swqe_t *w;
-    int ret;
 
     if (__atomic_exchange_n(&qp->busy, 1, __ATOMIC_ACQUIRE)) {
         if (who == SV_EXEC_POSTER) {
@@ -883,8 +888,12 @@ void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns)
                 sv_qp_retire(qp, head);
             }
         }
+        /* the slot is the poster's once the head passes it */
+        linked = (w->deliver_ns != 0);
         SV_STORE(&qp->sq_head, ++head);
-        if (who == SV_EXEC_THREAD) {
+        if ((who == SV_EXEC_THREAD) || ((who == SV_EXEC_ENGINE) && linked)) {
+            /* the engine thread: one WR per QP and pass; a helper: one WR
+             * the link model held it for (sv_engine_help()) */
             break;
         }
         if (head == tail) {
@@ -1059,7 +1068,8 @@ static int sv_engine_due(sv_qp_priv_t *qp)
 
 /*
  * A thread that polls a CQ and finds it empty would only spin: let it run
- * the engine's queued work for the QPs completing to that CQ. With 2 cores
+ * the engine's queued work for the QPs completing to that CQ (under the
+ * link model, one WR per QP and call: see SV_LINK_HELP_HOLD_NS). With 2 cores
  * and busy-polling applications, the engine thread otherwise competes for a
  * core with the pollers (see README: mover choice). Work the engine has
  * already started is not taken (the QP's busy flag).

@@ -1,0 +1,109 @@
+/*
+ * The receiver's share of a first send's bound (bench/choice-matrix.sh):
+ * how long faulting in the pages of a buffer nobody touched yet takes, at
+ * the message's size. Every receive into fresh memory pays at least this
+ * much: rndv/sppln's receiver faults the pages in (MADV_POPULATE_WRITE) or
+ * has the kernel copy into them, a zero-copy receive registers them, which
+ * faults them in and pins them, and an eager one copies into them, a fault
+ * per page.
+ *
+ * Measured per size rather than fitted: on this host a page's first touch
+ * costs more in a large buffer than in a small one (MADV_POPULATE_WRITE,
+ * 4 KiB pages: 240-270 ns per KiB up to 4 MiB, 320 at 16 MiB, 350-380 at
+ * 64 MiB), and the calibration's registration of untouched pages stops at
+ * 4 MiB.
+ *
+ * Usage: first-touch [-n reps] -s size [-s size]...
+ * Prints "size seconds" per size: the median over reps fresh mappings.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+#define FT_MAX_REPS  64
+#define FT_MAX_SIZES 64
+
+static double ft_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + (ts.tv_nsec * 1e-9);
+}
+
+static int ft_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* seconds to fault in a fresh mapping of size bytes, or a negative value */
+static double ft_once(size_t size)
+{
+    void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    double t;
+
+    if (buf == MAP_FAILED) {
+        perror("mmap");
+        return -1;
+    }
+    t = ft_now();
+    if (madvise(buf, size, MADV_POPULATE_WRITE) != 0) {
+        perror("madvise(MADV_POPULATE_WRITE)");
+        munmap(buf, size);
+        return -1;
+    }
+    t = ft_now() - t;
+    munmap(buf, size);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    size_t sizes[FT_MAX_SIZES];
+    double t[FT_MAX_REPS];
+    int reps = 5, n_sizes = 0, c, i, r;
+
+    while ((c = getopt(argc, argv, "n:s:")) != -1) {
+        switch (c) {
+        case 'n':
+            reps = atoi(optarg);
+            break;
+        case 's':
+            if (n_sizes < FT_MAX_SIZES) {
+                sizes[n_sizes++] = strtoul(optarg, NULL, 0);
+            }
+            break;
+        default:
+            n_sizes = 0;
+            break;
+        }
+    }
+    if ((n_sizes == 0) || (reps < 1) || (reps > FT_MAX_REPS)) {
+        fprintf(stderr, "usage: %s [-n reps (1..%d)] -s size [-s size]...\n",
+                argv[0], FT_MAX_REPS);
+        return 2;
+    }
+
+    for (i = 0; i < n_sizes; ++i) {
+        for (r = 0; r < reps; ++r) {
+            t[r] = ft_once(sizes[i]);
+            if (t[r] < 0) {
+                return 1;
+            }
+        }
+        qsort(t, reps, sizeof(t[0]), ft_cmp);
+        printf("%zu %.9e\n", sizes[i], t[reps / 2]);
+    }
+    return 0;
+}

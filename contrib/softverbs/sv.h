@@ -570,7 +570,7 @@ typedef enum {
 void sv_engine_add(sv_qp_priv_t *qp);
 void sv_engine_remove(sv_qp_priv_t *qp);
 void sv_engine_kick(void);
-void sv_engine_help(sv_cq_priv_t *cq);
+void sv_engine_help(sv_cq_priv_t *cq, int found);
 void sv_engine_atfork_child(void);
 void sv_qp_progress(sv_qp_priv_t *qp, sv_executor_t who, uint64_t *wake_ns);
 void sv_cq_push(sv_cq_t *cq, const struct ibv_wc *wc, int solicited);

@@ -209,8 +209,8 @@ int sv_op_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
         }
     }
 out:
-    if (n == 0 && sv_g.cfg.engine_help) {
-        sv_engine_help(cq);
+    if (sv_g.cfg.engine_help) {
+        sv_engine_help(cq, n > 0);
     }
     return n;
 }

@@ -1118,11 +1118,13 @@ static int sv_engine_due(sv_qp_priv_t *qp)
  * A thread that polls a CQ and finds it empty would only spin: let it run
  * the engine's queued work for the QPs whose sends complete to that CQ
  * (under the link model, one WR per QP and call: see SV_LINK_HELP_HOLD_NS).
- * One that found completions executes the small WRs of the QPs completing
- * to that CQ that a poster would have executed had the link model not made
- * them wait for their deliver time (an ACK posted by a thread then busy
- * with the completions that keep coming went out when the thread next found
- * its CQs empty, up to 150 us later). With 2 cores
+ * One that found completions executes, under the link model, the WR due
+ * of each QP completing to that CQ, one per call: otherwise a thread that
+ * keeps finding completions (data that keeps coming) executed none of its
+ * own WRs, an ACK it posted went out when it next found its CQs empty (up
+ * to 150 us later), and a rank that sends while it receives (an
+ * all-to-all) put nothing on the wire for a millisecond at a time. With 2
+ * cores
  * and busy-polling applications, the engine thread otherwise competes for a
  * core with the pollers (see README: mover choice). Work the engine has
  * already started is not taken (the QP's busy flag).
@@ -1135,19 +1137,13 @@ static int sv_engine_due(sv_qp_priv_t *qp)
  * then up to 8.4 ms in a row, against 6.7 ms of wire time; test
  * softverbs.link_model_wire_time_bound_rank).
  */
-/* Whether the WR at the head of qp is one a poster would have executed but
- * for the link model, and its deliver time has come */
-static int sv_engine_poster_due(sv_qp_priv_t *qp)
+/* Whether the WR at the head of qp waits for the link model */
+static int sv_engine_linked(sv_qp_priv_t *qp)
 {
     uint32_t head = qp->sq_head;
-    const sv_swqe_t *w;
 
-    if (head == SV_LOAD(&qp->sq_tail)) {
-        return 0;
-    }
-    w = &qp->sq[head & (qp->sq_size - 1)];
-    return (w->deliver_ns != 0) && !sv_for_engine(w) &&
-           (w->deliver_ns <= sv_now_ns());
+    return (head != SV_LOAD(&qp->sq_tail)) &&
+           (qp->sq[head & (qp->sq_size - 1)].deliver_ns != 0);
 }
 
 void sv_engine_help(sv_cq_priv_t *cq, int found)
@@ -1176,10 +1172,11 @@ void sv_engine_help(sv_cq_priv_t *cq, int found)
                 engine_due |= sv_engine_due(qp);
             }
         } else if (((qp->scq == cq) || (qp->rcq == cq)) &&
-                   sv_engine_poster_due(qp)) {
-            /* completions to hand back: no waiting, no large copy (a
-             * receive CQ too: it is the one polled while data comes in) */
-            sv_qp_progress(qp, SV_EXEC_POSTER, NULL);
+                   sv_engine_linked(qp)) {
+            /* the one WR due, started as late as its copy allows: a thread
+             * that keeps finding data to take (the receive CQ is the one
+             * polled then) does not starve its own sends */
+            sv_qp_progress(qp, SV_EXEC_ENGINE, NULL);
         }
     }
     pthread_mutex_unlock(&sv_eng.lock);

@@ -39,6 +39,8 @@ typedef struct {
     uint64_t eager; /* zcopy sends handed to an eager protocol */
     uint64_t cached_staged; /* registered buffers the model staged */
     uint64_t cached_backoff; /* of them, slower than its zero-copy */
+    uint64_t window_full; /* a full window of puts held the next back */
+    uint64_t max_posted; /* most puts a transfer had in flight */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -775,6 +777,9 @@ TH_TEST_TIMEOUT(sppln, active_messages, 120)
 /* ---- many transfers in flight, both ways at once ---------------------- */
 
 #define SPPLN_NUM_INFLIGHT 12
+#define SPPLN_MAX_POSTED                                                       \
+    4 /* UCP_SPPLN_MAX_POSTED: puts a transfer has
+                                in flight, at most */
 
 static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs,
                                 void *varg)
@@ -783,10 +788,13 @@ static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs,
     void *sreq[SPPLN_NUM_INFLIGHT], *rreq[SPPLN_NUM_INFLIGHT];
     uint8_t *sbuf[SPPLN_NUM_INFLIGHT], *rbuf[SPPLN_NUM_INFLIGHT];
     size_t size[SPPLN_NUM_INFLIGHT];
+    const sppln_stats_t *st;
     th_ucp_t ucp;
     unsigned i;
 
     sppln_env("sppln", "hcr");
+    /* chunks of many sub-blocks: more of them than the window holds */
+    setenv("UCX_RNDV_SPPLN_SUB_SIZE", "64k", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -810,8 +818,16 @@ static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs,
         free(sbuf[i]);
         free(rbuf[i]);
     }
-    TH_ASSERT_EQ(ucp_proto_sppln_stats(ucp.worker)->sent[SP_SPPLN],
-                 SPPLN_NUM_INFLIGHT);
+    st = ucp_proto_sppln_stats(ucp.worker);
+    TH_ASSERT_EQ(st->sent[SP_SPPLN], SPPLN_NUM_INFLIGHT);
+    /* the puts a transfer posts ahead of the peer's RTRs and ACKs, which
+     * share their send queue: the window filled, and bounded them */
+    th_log("rank %d: at most %llu puts of a transfer in flight, window full "
+           "%llu times",
+           rank, (unsigned long long)st->max_posted,
+           (unsigned long long)st->window_full);
+    TH_ASSERT_EQ(st->max_posted, SPPLN_MAX_POSTED);
+    TH_ASSERT(st->window_full > 0);
     th_ucp_flush_barrier(&ucp, oob);
     th_ucp_cleanup(&ucp);
 }

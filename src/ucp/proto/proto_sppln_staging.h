@@ -84,6 +84,11 @@ typedef struct {
      * for a while) */
     uint64_t cached_staged;
     uint64_t cached_backoff;
+    /* sender: times a full window of puts in flight held the next one
+     * back (UCP_SPPLN_MAX_POSTED), and the most puts a transfer had in
+     * flight */
+    uint64_t window_full;
+    uint64_t max_posted;
 } ucp_sppln_stats_t;
 
 

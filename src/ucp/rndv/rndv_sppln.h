@@ -137,6 +137,29 @@ typedef struct {
 
 /* The state of one staged transfer (from the worker's xfer pool; the
  * request points to it) */
+/*
+ * Puts of a transfer posted and not completed yet, at most. The lane that
+ * carries them carries the control messages of transfers the other way,
+ * behind them: an RC send queue executes in order, on an HCA as on
+ * softverbs. With every sub-block of three chunks posted at once, an RTR
+ * or ACK waited behind up to three slots of data (1 ms at 25 Gb/s) before
+ * it left, and a rank that sends and receives at once (an all-to-all)
+ * stalled its peer's pipeline as much. Four sub-blocks keep the wire busy
+ * over the sender's slowest reaction to a completion (copying a 1 MiB
+ * chunk: 100 us; four 128 KiB sub-blocks are 170 us at 25 Gb/s, the model
+ * makes sub-blocks larger on faster links) and bound that wait.
+ */
+#define UCP_SPPLN_MAX_POSTED 4
+
+
+/* The completion of one posted put: it counts for its slot's chunk too */
+typedef struct {
+    uct_completion_t comp;
+    struct ucp_sppln_xfer *xfer;
+    unsigned slot;
+} ucp_sppln_put_comp_t;
+
+
 typedef struct ucp_sppln_xfer {
     ucp_request_t *req;
     ucp_sppln_group_t *group; /* local staging group, or NULL */
@@ -158,6 +181,10 @@ typedef struct ucp_sppln_xfer {
             ucp_sppln_send_slot_t slot[UCP_SPPLN_NUM_SLOTS];
             unsigned next_put; /* chunk to put next */
             size_t put_offset; /* its bytes posted */
+            unsigned posted; /* puts in flight */
+            int guarded; /* the slot of next_put holds a guard
+                                count while its puts are posted */
+            ucp_sppln_put_comp_t put_comp[UCP_SPPLN_MAX_POSTED];
             int notify_owed; /* its last put went out,
                                                   its notification did not */
             unsigned acked; /* chunks the receiver freed */

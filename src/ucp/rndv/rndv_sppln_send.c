@@ -28,8 +28,9 @@
  *  RTS  - take a send staging group (or wait for one), send the RTS;
  *  DATA - copy chunks into the free local slots (the first ones while the
  *         RTS travels), and once the RTR arrived put chunk i in sub-blocks
- *         when the receiver acknowledged chunk i-3. The RTR and ACK handlers
- *         send the request again.
+ *         when the receiver acknowledged chunk i-3, with at most
+ *         UCP_SPPLN_MAX_POSTED puts in flight. The RTR and ACK handlers,
+ *         and the puts' completions, send the request again.
  * The transfer ends at the last ACK, at an error ACK, at an ATS (the
  * receiver did not take the message) or at an error; the request completes
  * once the puts and copies of its slots are done, since their memory is
@@ -103,8 +104,19 @@ static void ucp_sppln_send_try_complete(ucp_request_t *req)
 
     if (!(req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) ||
         (xfer->status == UCS_INPROGRESS) || xfer->pending ||
-        xfer->progressing || (ucp_sppln_send_busy(xfer) > 0)) {
+        xfer->progressing) {
         return; /* whoever holds it then completes it */
+    }
+
+    if (xfer->send.guarded) {
+        /* the transfer ended while a chunk was being posted (a full window,
+         * a full send queue): none of the rest will be, its puts in flight
+         * alone hold the slot */
+        xfer->send.guarded = 0;
+        --xfer->send.slot[xfer->send.next_put % UCP_SPPLN_NUM_SLOTS].comp.count;
+    }
+    if (ucp_sppln_send_busy(xfer) > 0) {
+        return; /* the last completion completes it */
     }
 
     status = xfer->status;
@@ -180,6 +192,30 @@ static void ucp_sppln_send_slot_completed(uct_completion_t *comp)
         ucp_sppln_send_try_complete(req);
     } else {
         ucp_sppln_send_kick(req);
+    }
+}
+
+/* A put completed: it leaves the window (UCP_SPPLN_MAX_POSTED), and counts
+ * for its chunk's slot, which the last one frees */
+static void ucp_sppln_send_put_completed(uct_completion_t *comp)
+{
+    ucp_sppln_put_comp_t *pc    = ucs_container_of(comp, ucp_sppln_put_comp_t,
+                                                   comp);
+    ucp_sppln_xfer_t *xfer      = pc->xfer;
+    ucp_sppln_send_slot_t *slot = &xfer->send.slot[pc->slot];
+
+    ucs_assert(xfer->send.posted > 0);
+    --xfer->send.posted;
+    if (slot->comp.count > 1) {
+        /* more of the chunk in flight, or still to post: the window has
+         * room for the next put */
+        ucp_invoke_uct_completion(&slot->comp, comp->status);
+        if (xfer->status == UCS_INPROGRESS) {
+            ucp_sppln_send_kick(xfer->req);
+        }
+    } else {
+        /* may complete the request: nothing of the transfer after it */
+        ucp_invoke_uct_completion(&slot->comp, comp->status);
     }
 }
 
@@ -349,12 +385,18 @@ static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
     uct_ep_h uct_ep             = req->send.ep->uct_eps[spriv->rma_lane];
     size_t sub_size             = spriv->lmodel.sub_size;
     size_t length, advance, offset;
+    ucp_sppln_put_comp_t *pc;
     uint32_t notify_data;
     ucs_status_t status;
-    unsigned fault;
+    unsigned fault, i;
     uct_iov_t iov;
 
     while (xfer->send.put_offset < slot->length) {
+        if (!xfer->send.notify_owed &&
+            (xfer->send.posted >= UCP_SPPLN_MAX_POSTED)) {
+            ++sw->stats.window_full;
+            return UCS_INPROGRESS; /* a completion sends the request again */
+        }
         offset  = xfer->send.put_offset;
         length  = ucs_min(sub_size, slot->length - offset);
         advance = length;
@@ -408,21 +450,33 @@ static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
         iov.stride = 0;
         iov.count  = 1;
 
+        /* a free completion: fewer than UCP_SPPLN_MAX_POSTED are in use */
+        for (i = 0; xfer->send.put_comp[i].comp.count != 0; ++i) {
+            ucs_assert(i + 1 < UCP_SPPLN_MAX_POSTED);
+        }
+        pc              = &xfer->send.put_comp[i];
+        pc->comp.count  = 1;
+        pc->comp.status = UCS_OK;
+        pc->slot        = s;
         ++slot->comp.count;
+        ++xfer->send.posted;
+        sw->stats.max_posted = ucs_max(sw->stats.max_posted, xfer->send.posted);
         if (spriv->put_notify) {
             status = uct_ep_put_notify_zcopy(
                     uct_ep, &iov, 1,
                     xfer->send.remote_slot + (s * sw->slot_size) + offset,
                     xfer->send.tl_rkey, UCP_AM_ID_RNDV_SPPLN_DATA, notify_data,
-                    &slot->comp);
+                    &pc->comp);
         } else {
             status = uct_ep_put_zcopy(uct_ep, &iov, 1,
                                       xfer->send.remote_slot +
                                               (s * sw->slot_size) + offset,
-                                      xfer->send.tl_rkey, &slot->comp);
+                                      xfer->send.tl_rkey, &pc->comp);
         }
 
         if (status != UCS_INPROGRESS) {
+            pc->comp.count = 0;
+            --xfer->send.posted;
             --slot->comp.count;
             if (status != UCS_OK) {
                 return status;
@@ -455,18 +509,21 @@ ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
     ucp_sppln_send_slot_t *slot = &xfer->send.slot[s];
     ucs_status_t status;
 
-    if (xfer->send.put_offset == 0) {
-        /* first visit of this chunk (not a retry after NO_RESOURCE) */
-        slot->comp.count  = 1;
-        slot->comp.status = UCS_OK;
+    if (!xfer->send.guarded) {
+        /* first visit of this chunk (not a retry after NO_RESOURCE or a
+         * full window) */
+        slot->comp.count   = 1;
+        slot->comp.status  = UCS_OK;
+        xfer->send.guarded = 1;
     }
 
     status = ucp_sppln_post_subs(req, spriv, s);
-    if (status == UCS_ERR_NO_RESOURCE) {
+    if ((status == UCS_ERR_NO_RESOURCE) || (status == UCS_INPROGRESS)) {
         return status; /* the guard stays for the retry */
     } else if (status != UCS_OK) {
         /* the chunk is given up, the transfer ends: the puts in flight
          * alone hold the slot, else the transfer would never complete */
+        xfer->send.guarded = 0;
         --slot->comp.count;
         return status;
     }
@@ -474,6 +531,7 @@ ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
     /* chunk posted: drop the guard */
     ++xfer->send.next_put;
     xfer->send.put_offset = 0;
+    xfer->send.guarded    = 0;
     ucp_invoke_uct_completion(&slot->comp, UCS_OK);
     return UCS_OK;
 }
@@ -504,6 +562,8 @@ static ucs_status_t ucp_sppln_send_data(ucp_request_t *req)
             req->send.lane = spriv->rma_lane;
             xfer->pending  = 1;
             return UCS_ERR_NO_RESOURCE;
+        } else if (status == UCS_INPROGRESS) {
+            break; /* the window is full: a put's completion kicks */
         } else if (status != UCS_OK) {
             xfer->status = status;
             return UCS_OK;
@@ -642,6 +702,10 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
         xfer->send.slot[s].comp.func = ucp_sppln_send_slot_completed;
         xfer->send.slot[s].chunk     = s;
+    }
+    for (s = 0; s < UCP_SPPLN_MAX_POSTED; ++s) {
+        xfer->send.put_comp[s].comp.func = ucp_sppln_send_put_completed;
+        xfer->send.put_comp[s].xfer      = xfer;
     }
 
     req->send.rndv.sppln_xfer = xfer;

@@ -651,36 +651,61 @@ static ucs_status_t uct_hcr_calib_ws_staged(uct_hcr_calib_loop_t *loop,
     return uct_hcr_calib_wait(loop, inflight);
 }
 
-/* The rate of @a func for @a size bytes: the median of runs that move
- * UCT_HCR_CALIB_WS_BYTES (at least UCT_HCR_CALIB_WS_REPS runs), after one
- * untimed run. The runs of one path follow each other, as the sends of a
- * reused buffer by that path do: what one leaves in the caches is what the
- * next finds. */
+/* One run of @a func for @a size bytes after an untimed one, as the sends
+ * of a reused buffer by one path follow each other: what one leaves in the
+ * caches is what the next finds. Its seconds in *t_p. */
 static ucs_status_t
-uct_hcr_calib_ws_rate(uct_hcr_calib_loop_t *loop, const uct_hcr_calib_ws_t *ws,
+uct_hcr_calib_ws_time(uct_hcr_calib_loop_t *loop, const uct_hcr_calib_ws_t *ws,
                       ucs_status_t (*func)(uct_hcr_calib_loop_t *,
                                            const uct_hcr_calib_ws_t *, size_t),
-                      size_t size, double *bw_p)
+                      size_t size, double *t_p)
+{
+    ucs_status_t status;
+    ucs_time_t start;
+
+    status = func(loop, ws, size);
+    if (status != UCS_OK) {
+        return status;
+    }
+    start  = ucs_get_time();
+    status = func(loop, ws, size);
+    *t_p   = ucs_time_to_sec(ucs_get_time() - start);
+    return status;
+}
+
+/*
+ * The rates of zero-copy and of a staged sender for @a size bytes: the
+ * medians of timed runs that move UCT_HCR_CALIB_WS_BYTES each (at least
+ * UCT_HCR_CALIB_WS_REPS runs), the two paths in turn. The model compares
+ * them, and this host's memory is slower for seconds or minutes at a time:
+ * with the zero-copy runs first and the staged ones after, staged 16 MiB
+ * came out at 5.5-7.4 GB/s from one measurement to the next, which moved
+ * the size from which a registered buffer is staged from 7 to 27 MiB.
+ */
+static ucs_status_t
+uct_hcr_calib_ws_rates(uct_hcr_calib_loop_t *loop, const uct_hcr_calib_ws_t *ws,
+                       size_t size, double *net_bw_p, double *stage_bw_p)
 {
     unsigned reps = ucs_min(ucs_max(UCT_HCR_CALIB_WS_BYTES / size,
                                     UCT_HCR_CALIB_WS_REPS),
                             UCT_HCR_CALIB_WS_REPS_MAX);
-    double t[UCT_HCR_CALIB_WS_REPS_MAX];
+    double t_net[UCT_HCR_CALIB_WS_REPS_MAX], t_stage[UCT_HCR_CALIB_WS_REPS_MAX];
     ucs_status_t status;
-    ucs_time_t start;
     unsigned r;
 
-    for (r = 0; r <= reps; ++r) {
-        start  = ucs_get_time();
-        status = func(loop, ws, size);
+    for (r = 0; r < reps; ++r) {
+        status = uct_hcr_calib_ws_time(loop, ws, uct_hcr_calib_ws_zcopy, size,
+                                       &t_net[r]);
+        if (status == UCS_OK) {
+            status = uct_hcr_calib_ws_time(loop, ws, uct_hcr_calib_ws_staged,
+                                           size, &t_stage[r]);
+        }
         if (status != UCS_OK) {
             return status;
         }
-        if (r > 0) {
-            t[r - 1] = ucs_time_to_sec(ucs_get_time() - start);
-        }
     }
-    *bw_p = size / ucs_calib_median(t, reps);
+    *net_bw_p   = size / ucs_calib_median(t_net, reps);
+    *stage_bw_p = size / ucs_calib_median(t_stage, reps);
     return UCS_OK;
 }
 
@@ -743,13 +768,9 @@ static ucs_status_t uct_hcr_calib_measure_net_ws(uct_hcr_calib_loop_t *loop,
         }
         model->net[model->num_net].size     = size;
         model->stage[model->num_stage].size = size;
-        status = uct_hcr_calib_ws_rate(loop, &ws, uct_hcr_calib_ws_zcopy, size,
-                                       &model->net[model->num_net].bw);
-        if (status == UCS_OK) {
-            status = uct_hcr_calib_ws_rate(loop, &ws, uct_hcr_calib_ws_staged,
-                                           size,
-                                           &model->stage[model->num_stage].bw);
-        }
+        status = uct_hcr_calib_ws_rates(loop, &ws, size,
+                                        &model->net[model->num_net].bw,
+                                        &model->stage[model->num_stage].bw);
         if (status != UCS_OK) {
             break;
         }

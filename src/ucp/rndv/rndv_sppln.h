@@ -217,6 +217,9 @@ typedef struct ucp_sppln_xfer {
                                                  resident */
             size_t populated; /* its first bytes, faulted in
                                                  after the RTR */
+            size_t populate_end; /* ... up to here, a piece at
+                                                 a time (ucp_sppln_recv_populate()) */
+            uct_worker_cb_id_t populate_cb_id;
         } recv;
     };
 } ucp_sppln_xfer_t;

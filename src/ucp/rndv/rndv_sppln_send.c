@@ -203,19 +203,15 @@ static void ucp_sppln_send_put_completed(uct_completion_t *comp)
                                                    comp);
     ucp_sppln_xfer_t *xfer      = pc->xfer;
     ucp_sppln_send_slot_t *slot = &xfer->send.slot[pc->slot];
+    int last                    = (slot->comp.count == 1);
 
     ucs_assert(xfer->send.posted > 0);
     --xfer->send.posted;
-    if (slot->comp.count > 1) {
-        /* more of the chunk in flight, or still to post: the window has
-         * room for the next put */
-        ucp_invoke_uct_completion(&slot->comp, comp->status);
-        if (xfer->status == UCS_INPROGRESS) {
-            ucp_sppln_send_kick(xfer->req);
-        }
-    } else {
-        /* may complete the request: nothing of the transfer after it */
-        ucp_invoke_uct_completion(&slot->comp, comp->status);
+    /* the chunk's last completion may complete the request: nothing of the
+     * transfer after it */
+    ucp_invoke_uct_completion(&slot->comp, comp->status);
+    if (!last && (xfer->status == UCS_INPROGRESS)) {
+        ucp_sppln_send_kick(xfer->req); /* room for the next put */
     }
 }
 
@@ -451,8 +447,10 @@ static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
         iov.count  = 1;
 
         /* a free completion: fewer than UCP_SPPLN_MAX_POSTED are in use */
-        for (i = 0; xfer->send.put_comp[i].comp.count != 0; ++i) {
-            ucs_assert(i + 1 < UCP_SPPLN_MAX_POSTED);
+        i = 0;
+        while (xfer->send.put_comp[i].comp.count != 0) {
+            ++i;
+            ucs_assert(i < UCP_SPPLN_MAX_POSTED);
         }
         pc              = &xfer->send.put_comp[i];
         pc->comp.count  = 1;

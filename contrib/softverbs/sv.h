@@ -339,6 +339,7 @@ typedef struct {
     /* rdma_cm (sv_cm.h) */
     unsigned cm_port; /* the host's CM port (other hosts) */
     unsigned cm_timeout_ms; /* a connection request's answer */
+    unsigned cm_send_delay_us; /* tests: a slow CM agent */
 } sv_config_t;
 
 /* ------------------------------------------------------------------------

@@ -29,7 +29,11 @@
  * Everything here runs under sv_cm_lock; messages go out after it is
  * released (sending may open a connection to another host). Events are
  * queued on their channel, whose fd is an eventfd counting them
- * (EFD_SEMAPHORE: readable while events wait, as librdmacm's is).
+ * (EFD_SEMAPHORE: readable while events wait, as librdmacm's is). An event
+ * decided while handling a message is counted only once the answers
+ * decided with it are sent: the application acts on what it sees (an
+ * ESTABLISHED whose RTU the agent has not sent yet, then a disconnect),
+ * and nothing it does may overtake them.
  */
 #define _GNU_SOURCE
 #include "sv_cm.h"
@@ -107,11 +111,20 @@ typedef struct sv_cm_id {
 
 static sv_cm_id_t *sv_cm_ids;
 
-/* messages to send once sv_cm_lock is released */
+#define SV_CM_RAISE_MAX 8
+
+/* messages to send once sv_cm_lock is released (sv_cm_unlock_send), and
+ * the channels whose events wait for them (a dup of each fd: a channel
+ * may be gone by then) */
 typedef struct {
     sv_cm_msg_t m[4];
     int n;
+    int raise_fd[SV_CM_RAISE_MAX];
+    int nraise;
 } sv_cm_out_t;
+
+/* the answers this thread is deciding (sv_cm_handle) */
+static __thread sv_cm_out_t *sv_cm_deferring;
 
 static struct {
     struct ibv_context *ctx[SV_MAX_DEVS];
@@ -207,9 +220,19 @@ static sv_cm_id_t *sv_cm_id_find(uint64_t cookie)
     return NULL;
 }
 
-static void sv_cm_chan_push(sv_cm_chan_t *ch, sv_cm_event_t *e)
+static void sv_cm_raise(int fd)
 {
     uint64_t one = 1;
+
+    if (write(fd, &one, sizeof(one)) != sizeof(one)) {
+        /* an eventfd counts far beyond any queue */
+    }
+}
+
+static void sv_cm_chan_push(sv_cm_chan_t *ch, sv_cm_event_t *e)
+{
+    sv_cm_out_t *out = sv_cm_deferring;
+    int fd;
 
     e->next = NULL;
     if (ch->tail != NULL) {
@@ -218,9 +241,15 @@ static void sv_cm_chan_push(sv_cm_chan_t *ch, sv_cm_event_t *e)
         ch->head = e;
     }
     ch->tail = e;
-    if (write(ch->ch.fd, &one, sizeof(one)) != sizeof(one)) {
-        /* an eventfd counts far beyond any queue */
+    /* queued, but counted after the answers (a reader that takes the
+     * count of an event dropped meanwhile may find it earlier: rare, and
+     * no worse than before) */
+    if ((out != NULL) && (out->nraise < SV_CM_RAISE_MAX) &&
+        ((fd = fcntl(ch->ch.fd, F_DUPFD_CLOEXEC, 0)) >= 0)) {
+        out->raise_fd[out->nraise++] = fd;
+        return;
     }
+    sv_cm_raise(ch->ch.fd);
 }
 
 /* queue an event of id on its channel; pdata of plen bytes, reported as
@@ -262,7 +291,7 @@ sv_cm_event_simple(sv_cm_id_t *id, enum rdma_cm_event_type type, int status)
     sv_cm_event_post(id, type, status, NULL, 0, 0);
 }
 
-/* a message to the peer of id (after the lock: sv_cm_flush) */
+/* a message to the peer of id (sent by sv_cm_unlock_send) */
 static sv_cm_msg_t *sv_cm_out_msg(sv_cm_out_t *out, sv_cm_id_t *id, int kind)
 {
     sv_cm_msg_t *m = &out->m[out->n++];
@@ -301,14 +330,29 @@ sv_cm_out_answer(sv_cm_out_t *out, const sv_cm_msg_t *to, int kind, int status)
     m->src_id   = to->dst_id;
 }
 
-static void sv_cm_flush(sv_cm_out_t *out)
+/* release sv_cm_lock, send out's messages, then count the events that
+ * waited for them: 0, or the failure of the first message */
+static int sv_cm_unlock_send(sv_cm_out_t *out)
 {
-    int i;
+    int answers = (sv_cm_deferring != NULL);
+    int i, err, first = 0;
 
-    for (i = 0; i < out->n; ++i) {
-        sv_cm_send(&out->m[i]);
+    sv_cm_deferring = NULL;
+    pthread_mutex_unlock(&sv_cm_lock);
+    if (answers && (out->n > 0) && (sv_g.cfg.cm_send_delay_us > 0)) {
+        usleep(sv_g.cfg.cm_send_delay_us); /* tests: a descheduled agent */
     }
-    out->n = 0;
+    for (i = 0; i < out->n; ++i) {
+        err   = sv_cm_send(&out->m[i]);
+        first = (i == 0) ? err : first;
+    }
+    for (i = 0; i < out->nraise; ++i) {
+        sv_cm_raise(out->raise_fd[i]);
+        close(out->raise_fd[i]);
+    }
+    out->n      = 0;
+    out->nraise = 0;
+    return first;
 }
 
 static void sv_cm_peer_set(sv_cm_id_t *id, const sv_cm_msg_t *m)
@@ -564,7 +608,8 @@ void sv_cm_handle(const sv_cm_msg_t *m)
     sv_cm_id_t *id;
 
     pthread_mutex_lock(&sv_cm_lock);
-    id = (m->kind == SV_CM_GONE) ? NULL : sv_cm_id_find(m->dst_id);
+    sv_cm_deferring = &out;
+    id              = (m->kind == SV_CM_GONE) ? NULL : sv_cm_id_find(m->dst_id);
     /* a message from a process that is not the id's peer is not its */
     if ((id != NULL) && id->peer_known && (m->kind != SV_CM_REQ) &&
         (m->kind != SV_CM_SIDR_REQ) &&
@@ -624,8 +669,7 @@ void sv_cm_handle(const sv_cm_msg_t *m)
     default:
         break;
     }
-    pthread_mutex_unlock(&sv_cm_lock);
-    sv_cm_flush(&out);
+    sv_cm_unlock_send(&out);
 }
 
 /* the timers of ids: an unanswered REQ or REP, a DREQ without DREP */
@@ -878,8 +922,7 @@ SV_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
         }
     }
     sv_cm_id_unlink(id);
-    pthread_mutex_unlock(&sv_cm_lock);
-    sv_cm_flush(&out);
+    sv_cm_unlock_send(&out);
     sv_cm_port_release(id->port_idx);
     if (id->sync) {
         rdma_destroy_event_channel(id->id.channel);
@@ -1487,25 +1530,21 @@ rdma_connect(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
                              SV_CM_PDATA_REJ);
         }
     }
-    pthread_mutex_unlock(&sv_cm_lock);
-    if (out.n > 0) {
-        err = sv_cm_send(&out.m[0]);
-        if (err != 0) {
-            pthread_mutex_lock(&sv_cm_lock);
-            if (id->state == SV_CM_S_CONNECT) {
-                id->deadline = 0;
-                id->state    = SV_CM_S_DONE;
-                if (err == ECONNREFUSED || err == ENOENT) {
-                    sv_cm_event_post(id, RDMA_CM_EVENT_REJECTED,
-                                     SV_CM_REJ_INVALID_SERVICE_ID, NULL, 0,
-                                     SV_CM_PDATA_REJ);
-                } else {
-                    sv_cm_event_simple(id, RDMA_CM_EVENT_UNREACHABLE,
-                                       -ETIMEDOUT);
-                }
+    err = sv_cm_unlock_send(&out);
+    if (err != 0) {
+        pthread_mutex_lock(&sv_cm_lock);
+        if (id->state == SV_CM_S_CONNECT) {
+            id->deadline = 0;
+            id->state    = SV_CM_S_DONE;
+            if (err == ECONNREFUSED || err == ENOENT) {
+                sv_cm_event_post(id, RDMA_CM_EVENT_REJECTED,
+                                 SV_CM_REJ_INVALID_SERVICE_ID, NULL, 0,
+                                 SV_CM_PDATA_REJ);
+            } else {
+                sv_cm_event_simple(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
             }
-            pthread_mutex_unlock(&sv_cm_lock);
         }
+        pthread_mutex_unlock(&sv_cm_lock);
     }
     if (ret != 0) {
         errno = ret;
@@ -1531,8 +1570,7 @@ SV_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
     }
     sv_cm_out_msg(&out, id, SV_CM_RTU);
     id->state = SV_CM_S_CONNECTED;
-    pthread_mutex_unlock(&sv_cm_lock);
-    sv_cm_flush(&out);
+    sv_cm_unlock_send(&out);
     return 0;
 }
 
@@ -1625,12 +1663,11 @@ rdma_accept(struct rdma_cm_id *cm_id, struct rdma_conn_param *param)
         id->deadline = sv_now_ns() + sv_cm_timeout_ns();
     }
 out:
-    pthread_mutex_unlock(&sv_cm_lock);
+    err = sv_cm_unlock_send(&out);
     if (ret != 0) {
         errno = ret;
         return -1;
     }
-    err = sv_cm_send(&out.m[0]);
     if (err != 0) {
         /* the requester is gone: its REQ timed out or it died */
         errno = err;
@@ -1671,8 +1708,7 @@ SV_EXPORT int rdma_reject(struct rdma_cm_id *cm_id, const void *private_data,
         m->pdata_len = private_data_len;
     }
     id->state = SV_CM_S_DONE;
-    pthread_mutex_unlock(&sv_cm_lock);
-    sv_cm_flush(&out);
+    sv_cm_unlock_send(&out);
     return 0;
 }
 
@@ -1725,8 +1761,7 @@ SV_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
         ret = EINVAL;
         break;
     }
-    pthread_mutex_unlock(&sv_cm_lock);
-    sv_cm_flush(&out);
+    sv_cm_unlock_send(&out);
     sv_cm_agent_kick(); /* a new timer */
     if (ret != 0) {
         errno = ret;

@@ -158,6 +158,11 @@ void sv_config_load(sv_config_t *cfg)
     if ((cfg->cm_timeout_ms == 0) || (cfg->cm_timeout_ms > 3600000)) {
         cfg->cm_timeout_ms = 4000;
     }
+    cfg->cm_send_delay_us = (unsigned)
+            sv_env_double("SOFTVERBS_CM_SEND_DELAY_US", 0);
+    if (cfg->cm_send_delay_us > 1000000) {
+        cfg->cm_send_delay_us = 0;
+    }
     s = getenv("SOFTVERBS_LOOPBACK");
     cfg->loopback_kernel = !(s && !strcmp(s, "memcpy"));
 

@@ -2,10 +2,10 @@
  * softverbs: rdma_cm (sv_cm.c), against what librdmacm gives: connection
  * with private data both ways and data over the QP, disconnect, reject,
  * no listener, an address no device reaches, a peer killed while
- * connected and before it answers, an unanswered request timing out, a
- * datagram (SIDR) lookup, the synchronous rdma_create_ep calls, the port
- * space, and the CM port refusing a connection that does not
- * authenticate. The tests marked SVT_TEST_HOSTS run on one host and across
+ * connected and before it answers, an agent slow to send its answers, an
+ * unanswered request timing out, a datagram (SIDR) lookup, the synchronous
+ * rdma_create_ep calls, the port space, and the CM port refusing a
+ * connection that does not authenticate. The tests marked SVT_TEST_HOSTS run on one host and across
  * two (softverbs_net.*). Rank 0 listens, rank 1 connects.
  */
 #include "svt.h"
@@ -433,6 +433,28 @@ SVT_TEST_HOSTS(cm_killed_before_reply)
 {
     svt_need_device();
     /* a timeout far beyond the test's wait: only the kill can end it */
+    setenv("SOFTVERBS_CM_TIMEOUT_MS", "60000", 1);
+    cm_kill_run(killed_before_rank);
+}
+
+/* The agent slow to send what it decided (its thread not scheduled on a
+ * busy host, here 3 ms late every time): what the applications see must
+ * still follow the messages. When an event could be read before the
+ * answer decided with it had left, the client's DREQ overtook its RTU
+ * (the server saw DISCONNECTED instead of ESTABLISHED: a CI run failed
+ * so), and a server killed after taking the request but before its MRA
+ * left kept the client waiting for its timeout. */
+SVT_TEST_HOSTS(cm_slow_agent_connect)
+{
+    svt_need_device();
+    setenv("SOFTVERBS_CM_SEND_DELAY_US", "3000", 1);
+    th_run_procs(2, connect_rank, NULL);
+}
+
+SVT_TEST_HOSTS(cm_slow_agent_killed_before_reply)
+{
+    svt_need_device();
+    setenv("SOFTVERBS_CM_SEND_DELAY_US", "3000", 1);
     setenv("SOFTVERBS_CM_TIMEOUT_MS", "60000", 1);
     cm_kill_run(killed_before_rank);
 }

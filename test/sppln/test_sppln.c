@@ -41,6 +41,7 @@ typedef struct {
     uint64_t cached_backoff; /* of them, slower than its zero-copy */
     uint64_t window_full; /* a full window of puts held the next back */
     uint64_t max_posted; /* most puts a transfer had in flight */
+    uint64_t puts; /* notified puts (sub-blocks) posted */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -2022,6 +2023,96 @@ TH_TEST_TIMEOUT(sppln, busy_staging_goes_zcopy, 120)
            d.sp_thresh, d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], arg.size);
     TH_ASSERT(arg.size < d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
     sppln_run(sppln_busy_rank, &arg.super);
+}
+
+/* ---- the sub-blocks of a first send ------------------------------------ */
+
+/* a wire slower than copies into untouched pages (3 GB/s against 3.4:
+ * 25 Gb/s on softverbs), and the same with a wire four times as fast */
+#define SPPLN_MODEL_WIRE_BOUND(_net_bw)                                        \
+    "reg_resident 4e-6 1e-10\n"                                                \
+    "reg_nonresident 4e-6 4e-10\n"                                             \
+    "dereg 4e-6 5e-11\n"                                                       \
+    "copy_fault 0 2.7e-10\n"                                                   \
+    "copy 65536 5e10\n"                                                        \
+    "copy 67108864 1.2e10\n"                                                   \
+    "net_latency 1e-6\n"                                                       \
+    "net_bw " _net_bw "\n"                                                     \
+    "net_gap 1.4e-6\n"
+
+typedef struct {
+    sppln_arg_t super;
+    size_t size;
+    uint64_t min_puts, max_puts; /* that its first send may take */
+} sppln_sub_arg_t;
+
+/* rank 0 sends one fresh buffer of size, once, by the superpipeline */
+static void sppln_sub_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_sub_arg_t *arg = varg;
+    const sppln_stats_t *st;
+    size_t map_len;
+    uint8_t *buf;
+    th_ucp_t ucp;
+
+    (void)nprocs;
+    sppln_env(arg->super.path, "hcr");
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    buf = sppln_map(arg->size, &map_len);
+    if (rank == 0) {
+        th_fill_pattern(buf, arg->size, 77);
+        sppln_send_to_posted(&ucp, oob, buf, arg->size, 0x950);
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT(st != NULL);
+        TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
+        th_log("%zu bytes: %llu puts (%llu..%llu)", arg->size,
+               (unsigned long long)st->puts, (unsigned long long)arg->min_puts,
+               (unsigned long long)arg->max_puts);
+        TH_ASSERT_GE(st->puts, arg->min_puts);
+        TH_ASSERT_LE(st->puts, arg->max_puts);
+    } else {
+        sppln_recv_posted(&ucp, oob, buf, arg->size, 0x950);
+        TH_CHECK_PATTERN(buf, arg->size, 77);
+    }
+    munmap(buf, map_len);
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+/*
+ * Where the wire is slower than the receiver's copies into new pages, a
+ * first send's sub-blocks are sized for the message (the last one's copy
+ * against the gaps of all: ucp_sppln_first_send_sub()), here at most half
+ * the lane's; where it is faster, every put adds to what sets the pace,
+ * and a first send keeps the lane's. (Each chunk's last sub-block may be
+ * short: a 1 MiB message has at most 8 chunks.)
+ */
+TH_TEST_TIMEOUT(sppln, first_send_sub_blocks, 120)
+{
+    sppln_sub_arg_t arg = {{"sppln", "hcr", 0, 0,
+                            SPPLN_MODEL_WIRE_BOUND("3e9")},
+                           SPPLN_MB,
+                           0,
+                           0};
+    ucs_calib_derived_t d;
+    uint64_t slow_min;
+
+    sppln_model_derive(SPPLN_MODEL_WIRE_BOUND("3e9"), &d);
+    th_log("lane's sub-block: %zu bytes", d.sp_sub);
+    TH_ASSERT(d.sp_sub >= 64 * 1024);
+    arg.min_puts = 2 * (arg.size / d.sp_sub);
+    arg.max_puts = (arg.size / (16 * 1024)) + 8;
+    sppln_run(sppln_sub_rank, &arg.super);
+    slow_min = arg.min_puts;
+
+    sppln_model_derive(SPPLN_MODEL_WIRE_BOUND("1.2e10"), &d);
+    th_log("four times the wire: lane's sub-block %zu bytes", d.sp_sub);
+    arg.super.model = SPPLN_MODEL_WIRE_BOUND("1.2e10");
+    arg.min_puts    = arg.size / d.sp_sub;
+    arg.max_puts    = (arg.size / d.sp_sub) + 8;
+    TH_ASSERT_LT(arg.max_puts, slow_min); /* the two cases differ */
+    sppln_run(sppln_sub_rank, &arg.super);
 }
 
 /* ---- a small registered buffer goes eagerly --------------------------- */

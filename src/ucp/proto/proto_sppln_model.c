@@ -17,6 +17,7 @@
 #include <ucs/sys/string.h>
 #include <ucs/sys/sys.h>
 #include <ucm/api/ucm.h>
+#include <math.h>
 #include <sys/mman.h>
 
 
@@ -337,6 +338,57 @@ size_t ucp_sppln_first_chunk(const ucp_sppln_config_t *config,
                    ucs_min(lmodel->c0, config->slot_size) :
                    ucs_min(ucs_calib_sp_first(lmodel->c0, length),
                            config->slot_size);
+}
+
+/*
+ * A first send's receiver most likely has new pages too: it copies each
+ * sub-block into them as it lands, at the cost of faulting them in, and
+ * its copy of the last one comes after everything else. Each sub-block
+ * costs a gap. Their sum, (length / sub) * gap + sub * t_fresh (t_fresh
+ * the time per byte of a copy into untouched pages), is least at
+ *   sub = sqrt(length * gap / t_fresh),
+ * here taken to the nearest power of two, and no larger than the lane's
+ * sub-block (a buffer sent again keeps that: its receiver's pages are
+ * likely resident, and its puts long).
+ *
+ * Only where the wire is slower than that copy: there the gaps of more
+ * puts hide behind the wire. Where the wire is faster, the receiver's
+ * copies or the sender's (whose core moves the data on softverbs) set the
+ * pace, and every put adds its cost to it: on softverbs' default link and
+ * at 100 Gb/s the smaller sub-blocks made first sends of 256 KiB-16 MiB
+ * 2-15% slower. At 25 Gb/s (gap 1.4 us, 290 ps per byte into new pages,
+ * against 340 ps on the wire): 32 KiB for 256 KiB and 64 KiB for 1 MiB,
+ * against 128 KiB; forced first sends of 64 KiB and 256 KiB took 16% less
+ * by one staged copy (bcopy), and 3-4% less by the superpipeline, up to
+ * 1 MiB (medians of 5 interleaved runs), the same from 4 MiB on.
+ */
+size_t ucp_sppln_first_send_sub(const ucp_sppln_config_t *config,
+                                const ucp_sppln_lane_model_t *lmodel,
+                                size_t length)
+{
+    const ucs_calib_model_t *model = &lmodel->model;
+    size_t sub_min;
+    double t_fresh;
+    size_t sub;
+
+    if ((config->sub_size != UCS_MEMUNITS_AUTO) || !lmodel->have_model ||
+        (model->net_gap <= 0)) {
+        return lmodel->sub_size;
+    }
+
+    t_fresh = (1.0 / ucs_calib_copy_bw(model, lmodel->sub_size)) +
+              ucs_max(model->copy_fault.m, 0.0);
+    if ((1.0 / t_fresh) <= model->net_bw) {
+        return lmodel->sub_size;
+    }
+
+    sub = (size_t)(sqrt(length * model->net_gap / t_fresh) * M_SQRT2);
+    sub = ucs_rounddown_pow2(ucs_max(sub, 1));
+    /* as the lane's: a put the lane can do, and slots of few sub-blocks */
+    sub_min = ucs_max(ucs_div_round_up(config->slot_size,
+                                       UCS_BIT(UCP_SPPLN_SUB_BITS)),
+                      UCP_SPPLN_SUB_MIN);
+    return ucs_min(ucs_max(sub, sub_min), lmodel->sub_size);
 }
 
 int ucp_sppln_lane_tl_enabled(ucp_context_h context, ucp_rsc_index_t rsc_index)

@@ -149,6 +149,13 @@ size_t ucp_sppln_first_chunk(const ucp_sppln_config_t *config,
                              size_t length);
 
 
+/* The sub-block size of a first send of this length (the lane's for a
+ * buffer sent before) */
+size_t ucp_sppln_first_send_sub(const ucp_sppln_config_t *config,
+                                const ucp_sppln_lane_model_t *lmodel,
+                                size_t length);
+
+
 /* Whether the staged protocols run on the transport of this resource */
 int ucp_sppln_lane_tl_enabled(ucp_context_h context, ucp_rsc_index_t rsc_index);
 

@@ -89,6 +89,8 @@ typedef struct {
      * flight */
     uint64_t window_full;
     uint64_t max_posted;
+    /* sender: notified puts (sub-blocks) posted */
+    uint64_t puts;
 } ucp_sppln_stats_t;
 
 

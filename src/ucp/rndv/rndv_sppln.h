@@ -190,6 +190,7 @@ typedef struct ucp_sppln_xfer {
             unsigned acked; /* chunks the receiver freed */
             unsigned copies; /* copy engine copies */
             int rtr; /* the RTR arrived */
+            size_t sub_size; /* bytes per notified put */
             int cached_check; /* a registered buffer the model
                                                   stages: its time is checked
                                                   (ucp_sppln_cached_staged_check()) */

@@ -238,7 +238,7 @@ static size_t ucp_sppln_rts_pack(void *dest, void *arg)
     params->c0        = xfer->sched.next;
     params->q_1024    = (uint32_t)(xfer->sched.q * UCP_SPPLN_Q_WIRE_SCALE);
     params->slot_size = req->send.ep->worker->sppln->slot_size;
-    params->sub_size  = spriv->lmodel.sub_size;
+    params->sub_size  = xfer->send.sub_size;
     params->path      = xfer->path;
     size              = sizeof(*rts) + sizeof(*params);
     if (spriv->am) {
@@ -379,7 +379,7 @@ static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
     ucp_sppln_worker_t *sw      = req->send.ep->worker->sppln;
     ucp_sppln_send_slot_t *slot = &xfer->send.slot[s];
     uct_ep_h uct_ep             = req->send.ep->uct_eps[spriv->rma_lane];
-    size_t sub_size             = spriv->lmodel.sub_size;
+    size_t sub_size             = xfer->send.sub_size;
     size_t length, advance, offset;
     ucp_sppln_put_comp_t *pc;
     uint32_t notify_data;
@@ -480,6 +480,7 @@ static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
                 return status;
             }
         }
+        ++sw->stats.puts;
         if (ucs_unlikely(fault != 0)) {
             ucp_sppln_fault_sent(fault);
         }
@@ -696,6 +697,10 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     xfer->send.copy_cb_id   = UCS_CALLBACKQ_ID_NULL;
     xfer->send.copy_engine  = ucp_sppln_copy_engine(sw, &spriv->lmodel);
     xfer->send.cached_check = check;
+    xfer->send.sub_size     = check ? spriv->lmodel.sub_size :
+                                      ucp_sppln_first_send_sub(config,
+                                                               &spriv->lmodel,
+                                                               length);
     sw->stats.cached_staged += check;
     for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
         xfer->send.slot[s].comp.func = ucp_sppln_send_slot_completed;

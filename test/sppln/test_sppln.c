@@ -388,9 +388,10 @@ TH_TEST_TIMEOUT(sppln, unmapped_buffer_is_fresh, 300)
 
 typedef struct {
     sppln_arg_t super; /* a model whose receiver is not the bottleneck: it
-                          faults in the first chunk only */
+                          faults in the first chunk only, unless ahead */
     const char *how; /* UCX_RNDV_SPPLN_FRESH_COPY */
     int        fresh;  /* the counter it must move */
+    int ahead; /* UCX_RNDV_SPPLN_FRESH_AHEAD: no counter moves */
 } sppln_fresh_arg_t;
 
 static const size_t sppln_fresh_sizes[] = {
@@ -402,7 +403,9 @@ static const size_t sppln_fresh_sizes[] = {
  * (except the guard byte after the message, on the last page), at unaligned
  * offsets: every byte must land, nothing before or after the message may
  * change, and the receiver's counter says the copy-out took the configured
- * way. Then one receive into a written buffer, which must not.
+ * way (with the destination faulted in ahead, none: every sub-block lands
+ * in resident pages). Then one receive into a written buffer, which must
+ * not.
  */
 static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
@@ -418,6 +421,7 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     sppln_env("sppln", "hcr");
     setenv("UCX_RNDV_SPPLN_FRESH_COPY", arg->how, 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_AHEAD", arg->ahead ? "y" : "n", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -453,7 +457,7 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             }
             st = ucp_proto_sppln_stats(ucp.worker);
             TH_ASSERT(st != NULL);
-            if (i < n) {
+            if ((i < n) && !arg->ahead) {
                 /* at least one sub-block per message */
                 TH_ASSERT_GT(st->fresh[arg->fresh], before);
             } else {
@@ -506,6 +510,7 @@ static void sppln_recv_posted(th_ucp_t *ucp, th_oob_t *oob, void *buf,
 typedef struct {
     sppln_arg_t super; /* the path, the message's size (max_size), and a
                           model */
+    int fresh_ahead; /* UCX_RNDV_SPPLN_FRESH_AHEAD */
     int ahead; /* whether the receiver faults in every chunk the sender
                   may put before an ACK (all of the message), or the
                   first chunk only */
@@ -523,6 +528,8 @@ static void sppln_populate_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     unsigned i;
 
     sppln_env((arg != NULL) ? arg->super.path : "bcopy", "hcr");
+    setenv("UCX_RNDV_SPPLN_FRESH_AHEAD",
+           ((arg != NULL) && !arg->fresh_ahead) ? "n" : "y", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -573,17 +580,25 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_populated_early, 120)
 }
 
 /*
- * Where the receiver faults pages in slower than the network delivers them,
- * it faults in as much as its three slots hold after its RTR: 2.5 MiB in
- * 1 MiB chunks lands without a copy into untouched pages. Where it faults them faster, only the first chunk is
- * faulted in and the rest is copied into untouched pages as it lands.
+ * By default the receiver faults in all of an untouched destination ahead
+ * of the data: 2.5 MiB in 1 MiB chunks lands without a copy into untouched
+ * pages, whatever the model. With UCX_RNDV_SPPLN_FRESH_AHEAD=n, where the
+ * receiver faults pages in slower than the network delivers them, it
+ * faults in as much as its three slots hold after its RTR (here all of
+ * it); where it faults them faster, only the first chunk, and the rest is
+ * copied into untouched pages as it lands.
  */
 TH_TEST_TIMEOUT(sppln, fresh_destination_populated_ahead, 120)
 {
     sppln_populate_arg_t arg = {{"bcopy", "hcr", 5 * SPPLN_MB / 2, 0,
-                                 SPPLN_MODEL_SLOW_FAULTS},
+                                 SPPLN_MODEL_FAST_FAULTS},
+                                1,
                                 1};
 
+    sppln_run(sppln_populate_rank, &arg.super);
+
+    arg.fresh_ahead = 0;
+    arg.super.model = SPPLN_MODEL_SLOW_FAULTS;
     sppln_run(sppln_populate_rank, &arg.super);
 
     arg.super.model = SPPLN_MODEL_FAST_FAULTS;
@@ -591,19 +606,21 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_populated_ahead, 120)
     sppln_run(sppln_populate_rank, &arg.super);
 }
 
-#define SPPLN_FRESH_TEST(_how, _counter)                                       \
-    TH_TEST_TIMEOUT(sppln, fresh_destination_##_how, 120)                      \
+#define SPPLN_FRESH_TEST(_name, _how, _counter, _ahead)                        \
+    TH_TEST_TIMEOUT(sppln, fresh_destination_##_name, 120)                     \
     {                                                                          \
         sppln_fresh_arg_t arg = {{"sppln", "hcr", 0, 0,                        \
                                   SPPLN_MODEL_FAST_FAULTS},                    \
                                  #_how,                                        \
-                                 _counter};                                    \
+                                 _counter,                                     \
+                                 _ahead};                                      \
         sppln_run(sppln_fresh_rank, &arg.super);                               \
     }
 
-SPPLN_FRESH_TEST(kcopy, SP_FRESH_KCOPY)
-SPPLN_FRESH_TEST(populate, SP_FRESH_POPULATE)
-SPPLN_FRESH_TEST(fault, SP_FRESH_FAULT)
+SPPLN_FRESH_TEST(kcopy, kcopy, SP_FRESH_KCOPY, 0)
+SPPLN_FRESH_TEST(populate, populate, SP_FRESH_POPULATE, 0)
+SPPLN_FRESH_TEST(fault, fault, SP_FRESH_FAULT, 0)
+SPPLN_FRESH_TEST(ahead, kcopy, SP_FRESH_KCOPY, 1)
 
 /* ---- active messages ------------------------------------------------- */
 
@@ -765,7 +782,9 @@ static void sppln_am_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT_EQ(st->sent[SP_SPPLN], n_msgs);
     } else {
         TH_ASSERT_EQ(st->received[SP_SPPLN], n_taken + 1);
-        TH_ASSERT(st->fresh[SP_FRESH_KCOPY] > 0);
+        /* the destinations, never touched, were faulted in ahead */
+        TH_ASSERT(st->populated > 0);
+        TH_ASSERT_EQ(st->fresh[SP_FRESH_KCOPY], 0);
     }
     th_ucp_cleanup(&ucp);
 }

@@ -54,6 +54,9 @@ typedef struct {
                                             chunks with the copy engine */
     ucp_sppln_fresh_t fresh_copy; /* receiver: how it copies into
                                             untouched destination pages */
+    int fresh_ahead; /* receiver: fault an untouched
+                                            destination in ahead of the
+                                            data, all of it */
 } ucp_sppln_config_t;
 
 

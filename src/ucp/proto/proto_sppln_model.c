@@ -203,6 +203,19 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          ucs_offsetof(ucp_sppln_config_t, fresh_copy),
          UCS_CONFIG_TYPE_ENUM(ucp_sppln_fresh_names)},
 
+        {"RNDV_SPPLN_FRESH_AHEAD", "y",
+         "Whether the receiver of a staged message into a buffer whose pages\n"
+         "were never touched faults all of them in ahead of the data, a\n"
+         "sub-block per progress call (madvise(MADV_POPULATE_WRITE), Linux\n"
+         "5.14), so that the data lands in resident pages. With n it faults "
+         "in\n"
+         "the first chunk only (all the staging slots hold, where the model\n"
+         "says faults are slower than the network), and a sub-block that "
+         "lands\n"
+         "beyond is copied the way UCX_RNDV_SPPLN_FRESH_COPY says, as is any\n"
+         "where faulting in ahead is not possible.",
+         ucs_offsetof(ucp_sppln_config_t, fresh_ahead), UCS_CONFIG_TYPE_BOOL},
+
         {NULL}};
 
 

@@ -42,6 +42,7 @@ typedef struct {
     uint64_t window_full; /* a full window of puts held the next back */
     uint64_t max_posted; /* most puts a transfer had in flight */
     uint64_t puts; /* notified puts (sub-blocks) posted */
+    uint64_t thp; /* destinations given transparent huge pages */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -621,6 +622,124 @@ SPPLN_FRESH_TEST(kcopy, kcopy, SP_FRESH_KCOPY, 0)
 SPPLN_FRESH_TEST(populate, populate, SP_FRESH_POPULATE, 0)
 SPPLN_FRESH_TEST(fault, fault, SP_FRESH_FAULT, 0)
 SPPLN_FRESH_TEST(ahead, kcopy, SP_FRESH_KCOPY, 1)
+
+/* ---- transparent huge pages for a fresh destination ------------------- */
+
+#define SPPLN_THP_SIZE (2 * SPPLN_MB)
+
+/* the kernel's transparent_hugepage mode: "always", "madvise", "never", or
+ * NULL where it has none */
+static const char *sppln_thp_mode(void)
+{
+    static char line[128];
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char *open_br, *close_br;
+
+    if (f == NULL) {
+        return NULL;
+    }
+    if (fgets(line, sizeof(line), f) == NULL) {
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    open_br  = strchr(line, '[');
+    close_br = (open_br != NULL) ? strchr(open_br, ']') : NULL;
+    if (close_br == NULL) {
+        return NULL;
+    }
+    *close_br = '\0';
+    return open_br + 1;
+}
+
+/* KiB of huge pages backing [addr, addr + len) (/proc/self/smaps) */
+static unsigned long sppln_anon_huge_kb(const void *addr, size_t len)
+{
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len, start, end;
+    unsigned long kb, total            = 0;
+    int inside = 0;
+    char line[512];
+    FILE *f;
+
+    f = fopen("/proc/self/smaps", "r");
+    TH_ASSERT(f != NULL);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "%lx-%lx ", &start, &end) == 2) {
+            inside = (start < hi) && (end > lo);
+        } else if (inside &&
+                   (sscanf(line, "AnonHugePages: %lu kB", &kb) == 1)) {
+            total += kb;
+        }
+    }
+    fclose(f);
+    return total;
+}
+
+/*
+ * With UCX_RNDV_SPPLN_FRESH_THP=y, a staged message into an untouched
+ * buffer whose 8 MiB start on a huge page boundary asks for transparent
+ * huge pages once, and (where the kernel offers them) lands in them; the
+ * bytes are all there. With n (the default) it asks nothing, and where the
+ * kernel gives huge pages only on request, none back the buffer.
+ */
+static void sppln_thp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const int *thp    = varg;
+    const char *mode  = sppln_thp_mode();
+    const size_t size = 8 * SPPLN_MB;
+    const sppln_stats_t *st;
+    unsigned long huge_kb;
+    uint64_t before;
+    size_t map_len;
+    uint8_t *map, *buf;
+    th_ucp_t ucp;
+
+    (void)nprocs;
+    sppln_env("sppln", "hcr");
+    setenv("UCX_RNDV_SPPLN_FRESH_THP", *thp ? "y" : "n", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    map = sppln_map(size + SPPLN_THP_SIZE, &map_len);
+    buf = (uint8_t *)ucs_align_up((uintptr_t)map, SPPLN_THP_SIZE);
+    if (rank == 0) {
+        th_fill_pattern(buf, size, 31);
+        sppln_send_to_posted(&ucp, oob, buf, size, 0x960);
+    } else {
+        st     = ucp_proto_sppln_stats(ucp.worker);
+        before = (st == NULL) ? 0 : st->thp;
+        sppln_recv_posted(&ucp, oob, buf, size, 0x960);
+        TH_CHECK_PATTERN(buf, size, 31);
+        st = ucp_proto_sppln_stats(ucp.worker);
+        TH_ASSERT(st != NULL);
+        huge_kb = sppln_anon_huge_kb(buf, size);
+        th_log("FRESH_THP=%s, kernel mode %s: %llu asked, %lu KiB in huge "
+               "pages",
+               *thp ? "y" : "n", (mode != NULL) ? mode : "none",
+               (unsigned long long)(st->thp - before), huge_kb);
+        if (*thp && (mode != NULL) && strcmp(mode, "never")) {
+            TH_ASSERT_EQ(st->thp - before, 1);
+            TH_ASSERT_GT(huge_kb, 0);
+        } else if (!*thp) {
+            TH_ASSERT_EQ(st->thp, before);
+            if ((mode != NULL) && !strcmp(mode, "madvise")) {
+                TH_ASSERT_EQ(huge_kb, 0);
+            }
+        }
+    }
+    munmap(map, map_len);
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, fresh_destination_thp, 120)
+{
+    int thp = 1;
+
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, sppln_thp_rank, &thp);
+    thp = 0;
+    th_run_procs(2, sppln_thp_rank, &thp);
+}
 
 /* ---- active messages ------------------------------------------------- */
 

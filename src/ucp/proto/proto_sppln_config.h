@@ -57,6 +57,9 @@ typedef struct {
     int fresh_ahead; /* receiver: fault an untouched
                                             destination in ahead of the
                                             data, all of it */
+    int fresh_thp; /* receiver: ask for transparent huge
+                                            pages where the message fills
+                                            them */
 } ucp_sppln_config_t;
 
 

@@ -91,6 +91,9 @@ typedef struct {
     uint64_t max_posted;
     /* sender: notified puts (sub-blocks) posted */
     uint64_t puts;
+    /* receiver: untouched destinations given transparent huge pages
+     * (UCX_RNDV_SPPLN_FRESH_THP) */
+    uint64_t thp;
 } ucp_sppln_stats_t;
 
 

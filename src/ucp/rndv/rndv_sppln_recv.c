@@ -320,8 +320,8 @@ static void ucp_sppln_recv_populate_to(ucp_request_t *req, size_t end)
  * destination that the message fills whole (UCX_RNDV_SPPLN_FRESH_THP):
  * they would be written all over anyway, so the application's memory does
  * not grow, and a fault brings in 512 pages at once. Faulting in 4 MiB
- * (MADV_POPULATE_WRITE) took 100-120 us so against 1.6-1.9 ms in small
- * pages on the virtual machine of the benches.
+ * (MADV_POPULATE_WRITE) took 100-120 us so, against 1.6-1.9 ms in small
+ * pages, on the virtual machine of the benches.
  */
 static void ucp_sppln_recv_thp(ucp_request_t *req)
 {
@@ -396,7 +396,8 @@ static unsigned ucp_sppln_recv_populate_progress(void *arg)
  *
  * Done so, by pieces, it costs the ACKs little, and by default
  * (UCX_RNDV_SPPLN_FRESH_AHEAD) it goes on through the whole message,
- * whichever is faster: the faults move from the sub-blocks' arrival, where
+ * whether the receiver faults pages in faster than the wire delivers them
+ * or not: the faults move from the sub-blocks' arrival, where
  * they add to the copy out, to the moments the receiver waits for data.
  * Forced first sends, medians of 3-4 interleaved runs against the rules
  * above: 25 Gb/s superpipeline 256 KiB 190 -> 162 us, 1 MiB 614 -> 492,

@@ -697,10 +697,12 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     xfer->send.copy_cb_id   = UCS_CALLBACKQ_ID_NULL;
     xfer->send.copy_engine  = ucp_sppln_copy_engine(sw, &spriv->lmodel);
     xfer->send.cached_check = check;
-    xfer->send.sub_size     = check ? spriv->lmodel.sub_size :
-                                      ucp_sppln_first_send_sub(config,
-                                                               &spriv->lmodel,
-                                                               length);
+    /* a registered buffer the model stages keeps the lane's sub-blocks (a
+     * forced path cannot tell a buffer sent again from a first send) */
+    xfer->send.sub_size = check ? spriv->lmodel.sub_size :
+                                  ucp_sppln_first_send_sub(config,
+                                                           &spriv->lmodel,
+                                                           length);
     sw->stats.cached_staged += check;
     for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
         xfer->send.slot[s].comp.func = ucp_sppln_send_slot_completed;

@@ -711,6 +711,43 @@ static double link_kernel_copy_time(size_t len)
     return best;
 }
 
+/*
+ * A bound on the time of a transfer holds only while the process that
+ * moves it has its cores: with two spinning processes beside the test on
+ * two cores, the copy behind a 4 MiB WRITE at 20 Gb/s took 2061 us against
+ * its bound of 1843. A measurement that misses its bound while the process
+ * ran less than LINK_CPU_SHARE of the time is taken again, up to
+ * LINK_ATTEMPTS times; one that misses it with its cores fails.
+ */
+#define LINK_CPU_SHARE 0.9
+#define LINK_ATTEMPTS  4
+
+/* CPU time of this process, all its threads, in seconds */
+static double link_cpu_time(void)
+{
+    struct rusage ru;
+
+    TH_ASSERT_EQ(getrusage(RUSAGE_SELF, &ru), 0);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           ((ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
+}
+
+/* whether to measure again: the bound was missed while the process ran
+ * less than LINK_CPU_SHARE of the time since (cpu0, wall0) */
+static int
+link_measure_again(int missed, double cpu0, double wall0, unsigned attempt)
+{
+    double share = (link_cpu_time() - cpu0) / (th_time() - wall0);
+
+    if (!missed || (share >= LINK_CPU_SHARE) ||
+        (attempt + 1 >= LINK_ATTEMPTS)) {
+        return 0;
+    }
+    th_log("missed the bound, having run %.0f%% of the time: again",
+           share * 100);
+    return 1;
+}
+
 /* one signaled WRITE (op 0) or READ (op 1) of sge to the peer, posted and
  * completed: its time in microseconds */
 static double link_timed_op(svt_ep_t *ep, unsigned op, struct ibv_sge *sge,
@@ -732,13 +769,13 @@ static void link_wire_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     double wire_us = (LINK_WIRE_LEN * 8.0 / (atof(LINK_WIRE_GBPS) * 1e3)) +
                      atof(LINK_WIRE_LAT);
     volatile uint64_t *last;
-    double t, t_post, best[2], copy_us;
+    double t, t_post, best[2], copy_us, cpu0, wall0;
+    unsigned k, op, attempt;
     struct ibv_sge sge;
     struct ibv_wc wc;
     svt_info_t peer;
     struct ibv_mr *mr;
     uint8_t *buf;
-    unsigned k, op;
     svt_ep_t ep;
 
     (void)nprocs;
@@ -769,15 +806,21 @@ static void link_wire_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         th_oob_barrier(oob);
     }
     if (rank == 0) {
-        for (op = 0; op < 2; ++op) {
-            best[op] = 1e9;
-            for (k = 0; k < LINK_TRIES; ++k) {
-                t = link_timed_op(&ep, op, &sge, &peer, k);
-                TH_ASSERT_DBL(t, >=, wire_us);
-                best[op] = (t < best[op]) ? t : best[op];
-            }
-        }
         copy_us = link_kernel_copy_time(LINK_WIRE_LEN) * 1e6;
+        for (op = 0; op < 2; ++op) {
+            attempt = 0;
+            do {
+                cpu0     = link_cpu_time();
+                wall0    = th_time();
+                best[op] = 1e9;
+                for (k = 0; k < LINK_TRIES; ++k) {
+                    t = link_timed_op(&ep, op, &sge, &peer, k);
+                    TH_ASSERT_DBL(t, >=, wire_us);
+                    best[op] = (t < best[op]) ? t : best[op];
+                }
+            } while (link_measure_again(best[op] >= wire_us + (copy_us / 2),
+                                        cpu0, wall0, attempt++));
+        }
         th_log("%u MiB at %s Gb/s + %s us: model %.0f us, a copy %.0f us; "
                "best of %d WRITE %.0f us, READ %.0f us",
                LINK_WIRE_LEN >> 20, LINK_WIRE_GBPS, LINK_WIRE_LAT, wire_us,
@@ -834,11 +877,11 @@ static void link_bound_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     static const char *names[] = {"WRITE", "READ"};
     double wire_us = (LINK_BOUND_LEN * 8.0 / (atof(LINK_WIRE_GBPS) * 1e3)) +
                      atof(LINK_WIRE_LAT);
-    double t[LINK_BOUND_TRIES], median;
+    double t[LINK_BOUND_TRIES], median, cpu0, wall0;
+    unsigned k, op, attempt;
     struct ibv_sge sge;
     svt_info_t peer;
     struct ibv_mr *mr;
-    unsigned k, op;
     uint8_t *buf;
     svt_ep_t ep;
 
@@ -850,11 +893,18 @@ static void link_bound_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     mr  = svt_rc_pair(oob, rank, &ep, LINK_BOUND_LEN, 0, &buf, &peer);
     sge = svt_sge(buf, LINK_BOUND_LEN, mr);
     for (op = 0; (rank == 0) && (op < 2); ++op) {
-        for (k = 0; k < LINK_BOUND_TRIES; ++k) {
-            t[k] = link_timed_op(&ep, op, &sge, &peer, k);
-        }
-        qsort(t, LINK_BOUND_TRIES, sizeof(t[0]), link_cmp_double);
-        median = (t[LINK_BOUND_TRIES / 2 - 1] + t[LINK_BOUND_TRIES / 2]) / 2;
+        attempt = 0;
+        do {
+            cpu0  = link_cpu_time();
+            wall0 = th_time();
+            for (k = 0; k < LINK_BOUND_TRIES; ++k) {
+                t[k] = link_timed_op(&ep, op, &sge, &peer, k);
+            }
+            qsort(t, LINK_BOUND_TRIES, sizeof(t[0]), link_cmp_double);
+            median = (t[LINK_BOUND_TRIES / 2 - 1] + t[LINK_BOUND_TRIES / 2]) /
+                     2;
+        } while (link_measure_again(median >= (wire_us * 1.05) + 100, cpu0,
+                                    wall0, attempt++));
         th_log("%u MiB %s at %s Gb/s + %s us: model %.0f us; %d in a row: "
                "median %.0f us, slowest %.0f us",
                LINK_BOUND_LEN >> 20, names[op], LINK_WIRE_GBPS, LINK_WIRE_LAT,

@@ -138,8 +138,10 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "Bytes per notified put: the receiver copies a sub-block out as soon\n"
          "as its notification arrives. auto: the measured size on whose wire\n"
          "time the put's own cost (the network's gap) is about 1/32\n"
-         "(ucx_hcr_calib shows it; 64k without a model), at most a slot. A "
-         "slot\n"
+         "(ucx_hcr_calib shows it; 64k without a model), at most a slot; "
+         "for\n"
+         "a first send over a wire slower than the receiver's copies into new\n"
+         "pages, sqrt(size * gap / copy time per byte), at most that. A slot\n"
          "holds at most 256 sub-blocks.",
          ucs_offsetof(ucp_sppln_config_t, sub_size),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},

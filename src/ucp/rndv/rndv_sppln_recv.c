@@ -320,8 +320,8 @@ static void ucp_sppln_recv_populate_to(ucp_request_t *req, size_t end)
  * destination that the message fills whole (UCX_RNDV_SPPLN_FRESH_THP):
  * they would be written all over anyway, so the application's memory does
  * not grow, and a fault brings in 512 pages at once. Faulting in 4 MiB
- * (MADV_POPULATE_WRITE) took 100-120 us so, against 1.6-1.9 ms in small
- * pages, on the virtual machine of the benches.
+ * (MADV_POPULATE_WRITE) took 100-120 us that way, against 1.6-1.9 ms in
+ * small pages, on the virtual machine of the benches.
  */
 static void ucp_sppln_recv_thp(ucp_request_t *req)
 {

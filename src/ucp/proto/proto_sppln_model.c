@@ -369,6 +369,17 @@ size_t ucp_sppln_first_chunk(const ucp_sppln_config_t *config,
                            config->slot_size);
 }
 
+/* The smallest sub-block: UCP_SPPLN_SUB_MIN, or the largest put max_sub if
+ * less, and no fewer bytes than a slot's 2^UCP_SPPLN_SUB_BITS sub-blocks
+ * cover */
+static size_t
+ucp_sppln_sub_min(const ucp_sppln_config_t *config, size_t max_sub)
+{
+    return ucs_max(ucs_min(UCP_SPPLN_SUB_MIN, max_sub),
+                   ucs_div_round_up(config->slot_size,
+                                    UCS_BIT(UCP_SPPLN_SUB_BITS)));
+}
+
 /*
  * A first send's receiver most likely has new pages too: it copies each
  * sub-block into them as it lands, at the cost of faulting them in, and
@@ -396,7 +407,6 @@ size_t ucp_sppln_first_send_sub(const ucp_sppln_config_t *config,
                                 size_t length)
 {
     const ucs_calib_model_t *model = &lmodel->model;
-    size_t sub_min;
     double t_fresh;
     size_t sub;
 
@@ -413,11 +423,8 @@ size_t ucp_sppln_first_send_sub(const ucp_sppln_config_t *config,
 
     sub = (size_t)(sqrt(length * model->net_gap / t_fresh) * M_SQRT2);
     sub = ucs_rounddown_pow2(ucs_max(sub, 1));
-    /* as the lane's: a put the lane can do, and slots of few sub-blocks */
-    sub_min = ucs_max(ucs_div_round_up(config->slot_size,
-                                       UCS_BIT(UCP_SPPLN_SUB_BITS)),
-                      UCP_SPPLN_SUB_MIN);
-    return ucs_min(ucs_max(sub, sub_min), lmodel->sub_size);
+    return ucs_max(ucs_min(sub, lmodel->sub_size),
+                   ucp_sppln_sub_min(config, lmodel->sub_size));
 }
 
 int ucp_sppln_lane_tl_enabled(ucp_context_h context, ucp_rsc_index_t rsc_index)
@@ -723,13 +730,8 @@ void ucp_sppln_lane_model_init(ucp_sppln_lane_model_t *lmodel,
          * puts at least UCP_SPPLN_SUB_MIN) and the sub-blocks a slot holds */
         max_sub = ucs_min(max_put, UCS_GBYTE);
         max_sub = ucs_min(ucs_rounddown_pow2(max_sub), config->slot_size);
-        lmodel->sub_size = ucs_min(lmodel->sub_size, max_sub);
-        lmodel->sub_size = ucs_max(lmodel->sub_size,
-                                   ucs_min(UCP_SPPLN_SUB_MIN, max_sub));
-        lmodel->sub_size =
-                ucs_max(lmodel->sub_size,
-                        ucs_div_round_up(config->slot_size,
-                                         UCS_BIT(UCP_SPPLN_SUB_BITS)));
+        lmodel->sub_size = ucs_max(ucs_min(lmodel->sub_size, max_sub),
+                                   ucp_sppln_sub_min(config, max_sub));
     }
 
     lmodel->q = ucs_min(ucs_max(lmodel->q, UCP_SPPLN_Q_MIN), UCP_SPPLN_Q_MAX);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,6 +103,15 @@ double th_time(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+double th_cpu_time(int who)
+{
+    struct rusage ru;
+
+    TH_ASSERT_SYS(getrusage(who, &ru));
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           ((ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
 }
 
 static int th_matches(const th_test_t *test, int argc, char **argv)

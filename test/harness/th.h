@@ -137,6 +137,10 @@ void     th_check_pattern_at(const char *file, int line, const void *buf,
 /* Time in seconds (monotonic) */
 double th_time(void);
 
+/* CPU time in seconds, user and system, of who (RUSAGE_SELF: this process,
+ * all its threads; RUSAGE_THREAD, RUSAGE_CHILDREN) */
+double th_cpu_time(int who);
+
 /* Installation paths: TH_PREFIX overrides the compiled-in prefix */
 const char *th_prefix(void);
 

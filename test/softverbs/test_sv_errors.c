@@ -722,22 +722,12 @@ static double link_kernel_copy_time(size_t len)
 #define LINK_CPU_SHARE 0.9
 #define LINK_ATTEMPTS  4
 
-/* CPU time of this process, all its threads, in seconds */
-static double link_cpu_time(void)
-{
-    struct rusage ru;
-
-    TH_ASSERT_EQ(getrusage(RUSAGE_SELF, &ru), 0);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           ((ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
-}
-
 /* whether to measure again: the bound was missed while the process ran
  * less than LINK_CPU_SHARE of the time since (cpu0, wall0) */
 static int
 link_measure_again(int missed, double cpu0, double wall0, unsigned attempt)
 {
-    double share = (link_cpu_time() - cpu0) / (th_time() - wall0);
+    double share = (th_cpu_time(RUSAGE_SELF) - cpu0) / (th_time() - wall0);
 
     if (!missed || (share >= LINK_CPU_SHARE) ||
         (attempt + 1 >= LINK_ATTEMPTS)) {
@@ -810,7 +800,7 @@ static void link_wire_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         for (op = 0; op < 2; ++op) {
             attempt = 0;
             do {
-                cpu0     = link_cpu_time();
+                cpu0     = th_cpu_time(RUSAGE_SELF);
                 wall0    = th_time();
                 best[op] = 1e9;
                 for (k = 0; k < LINK_TRIES; ++k) {
@@ -895,7 +885,7 @@ static void link_bound_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     for (op = 0; (rank == 0) && (op < 2); ++op) {
         attempt = 0;
         do {
-            cpu0  = link_cpu_time();
+            cpu0  = th_cpu_time(RUSAGE_SELF);
             wall0 = th_time();
             for (k = 0; k < LINK_BOUND_TRIES; ++k) {
                 t[k] = link_timed_op(&ep, op, &sge, &peer, k);

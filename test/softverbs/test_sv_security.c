@@ -155,15 +155,6 @@ static long sec_proc_status(const char *field)
     return v;
 }
 
-static double sec_cpu_s(int who)
-{
-    struct rusage ru;
-
-    TH_ASSERT_SYS(getrusage(who, &ru));
-    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
-           ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-}
-
 /* ---------------------------------------------------------------------- */
 /* keys */
 
@@ -560,10 +551,10 @@ static void sec_slow_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         th_oob_barrier(oob);
         usleep(1000000); /* the peer is in the middle of the payload */
         t0 = th_time();
-        c0 = sec_cpu_s(RUSAGE_THREAD);
+        c0 = th_cpu_time(RUSAGE_THREAD);
         TH_ASSERT_EQ(ibv_destroy_qp(ep.qp), 0);
         dt    = th_time() - t0;
-        dc    = sec_cpu_s(RUSAGE_THREAD) - c0;
+        dc    = th_cpu_time(RUSAGE_THREAD) - c0;
         ep.qp = NULL;
         th_log("ibv_destroy_qp took %.3f s (%.3f s of CPU) while the peer "
                "trickled a payload",
@@ -635,9 +626,9 @@ static void sec_emfile_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         TH_ASSERT_EQ(dup(0), -1);
         th_oob_barrier(oob);
         th_oob_barrier(oob); /* connections are pending */
-        c0 = sec_cpu_s(RUSAGE_SELF);
+        c0 = th_cpu_time(RUSAGE_SELF);
         usleep(1000000);
-        dc = sec_cpu_s(RUSAGE_SELF) - c0;
+        dc = th_cpu_time(RUSAGE_SELF) - c0;
         TH_ASSERT_SYS(setrlimit(RLIMIT_NOFILE, &rl));
         th_oob_barrier(oob);
         th_log("CPU time of the process in 1 s with accept() failing: "

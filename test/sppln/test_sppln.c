@@ -2276,14 +2276,16 @@ typedef struct {
     int staged; /* how many of them must be staged, the rest zero-copy */
     int backoff; /* how many staged ones must take longer than
                     zero-copy's time by the model */
+    int sends; /* of the buffer (0: SPPLN_EAGER_SENDS) */
 } sppln_eager_arg_t;
 
-/* Rank 0 sends one buffer SPPLN_EAGER_SENDS times, new data each time: the
+/* Rank 0 sends one buffer arg->sends times, new data each time: the
  * first send stages it, the next ones are zero-copy sends of a registered
  * buffer, eager or by UCX's rendezvous, or staged again */
 static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_eager_arg_t *arg = varg;
+    int sends      = (arg->sends > 0) ? arg->sends : SPPLN_EAGER_SENDS;
     uint64_t zcopy = 0, eager = 0, staged = 0, backoff = 0;
     const sppln_stats_t *st;
     size_t map_len;
@@ -2297,7 +2299,7 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
     buf = sppln_map(arg->size, &map_len);
-    for (i = 0; i < SPPLN_EAGER_SENDS; ++i) {
+    for (i = 0; i < sends; ++i) {
         if (rank == 0) {
             st = ucp_proto_sppln_stats(ucp.worker);
             if ((i == 1) && (st != NULL)) {
@@ -2318,17 +2320,15 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT(st != NULL);
         th_log("%s, %zu bytes: of %d registered sends %lu eager, %lu staged",
-               arg->super.path, arg->size, SPPLN_EAGER_SENDS - 1,
+               arg->super.path, arg->size, sends - 1,
                (unsigned long)(st->eager - eager),
                (unsigned long)(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] -
                                staged));
-        TH_ASSERT_EQ(st->sent[SP_ZCOPY] - zcopy,
-                     SPPLN_EAGER_SENDS - 1 - arg->staged);
+        TH_ASSERT_EQ(st->sent[SP_ZCOPY] - zcopy, sends - 1 - arg->staged);
         TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] - staged,
                      arg->staged);
         TH_ASSERT_EQ(st->cached_backoff - backoff, arg->backoff);
-        TH_ASSERT_EQ(st->eager - eager,
-                     arg->eager ? (SPPLN_EAGER_SENDS - 1) : 0);
+        TH_ASSERT_EQ(st->eager - eager, arg->eager ? (sends - 1) : 0);
     }
     munmap(buf, map_len);
     th_ucp_flush_barrier(&ucp, oob);
@@ -2447,6 +2447,76 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_backs_off, 120)
     sppln_model_derive(SPPLN_MODEL_FAST_LARGE_ZCOPY, &d);
     th_log("staged from %zu bytes", d.cached_staged_thresh);
     TH_ASSERT_LE(d.cached_staged_thresh, arg.size);
+    sppln_run(sppln_eager_rank, &arg.super);
+}
+
+/* zero-copy measured at 1 GB/s from 2 MiB on, a fifth of that at 64 MiB,
+ * a staged sender a little slower at 2 MiB and faster at 64 MiB: the
+ * cached staging threshold falls between, and this host stages a few MiB
+ * in a fraction of the model's zero-copy time */
+#define SPPLN_MODEL_NEAR_TIE_SLOW                                              \
+    SPPLN_MODEL_BASE                                                           \
+    "net 2097152 1e9\n"                                                        \
+    "net 67108864 2e8\n"                                                       \
+    "stage 2097152 9e8\n"                                                      \
+    "stage 67108864 5e8\n"
+
+/* the same shape fifty times faster: no host stages a few MiB that fast
+ * (4 MiB by zero-copy: 0.08 ms) */
+#define SPPLN_MODEL_NEAR_TIE_FAST                                              \
+    SPPLN_MODEL_BASE                                                           \
+    "net 2097152 5e10\n"                                                       \
+    "net 67108864 1e10\n"                                                      \
+    "stage 2097152 4.5e10\n"                                                   \
+    "stage 67108864 2.5e10\n"
+
+/* the size of a message explored below the threshold of @a model: from
+ * zero-copy's first measured working set (2 MiB) or half the threshold */
+static size_t sppln_explored_size(const char *model)
+{
+    ucs_calib_derived_t d;
+    size_t size;
+
+    sppln_model_derive(model, &d);
+    th_log("staged from %zu bytes", d.cached_staged_thresh);
+    TH_ASSERT_GT(d.cached_staged_thresh, 2 * SPPLN_MB);
+    TH_ASSERT_LT(d.cached_staged_thresh, 64 * SPPLN_MB);
+    size = ucs_align_down(ucs_max(2 * SPPLN_MB, d.cached_staged_thresh / 2),
+                          4096);
+    TH_ASSERT_LT(size, d.cached_staged_thresh);
+    return size;
+}
+
+/*
+ * Below the model's cached staging threshold a registered buffer goes
+ * zero-copy, but the threshold is where two measured rates cross, and
+ * near it (from zero-copy's first measured working set up) the fourth
+ * registered send of a size class, and one in 64 after it, is staged and
+ * checked against the model's zero-copy time. One that took less keeps
+ * the size class staged (every later one checked the same way); one that
+ * took clearly longer sends the size class back to zero-copy. Of 8 sends
+ * (one first send, 7 registered): 3 zero-copy, then 4 staged; or, where
+ * the model's zero-copy is far faster than this host stages, the fourth
+ * staged, backing off, and the rest zero-copy. Below zero-copy's first
+ * measured working set, where its rate is interpolated, none is staged.
+ */
+TH_TEST_TIMEOUT(sppln, registered_buffer_near_threshold_explored, 180)
+{
+    sppln_eager_arg_t arg = {
+            {"auto", "hcr", 0, 0, SPPLN_MODEL_NEAR_TIE_SLOW}, 0, 0, 4, 0, 8};
+
+    arg.size = sppln_explored_size(SPPLN_MODEL_NEAR_TIE_SLOW);
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    /* below 2 MiB, where zero-copy's rate is interpolated */
+    arg.size   = 2 * SPPLN_MB - 4096;
+    arg.staged = 0;
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    arg.super.model = SPPLN_MODEL_NEAR_TIE_FAST;
+    arg.size        = sppln_explored_size(SPPLN_MODEL_NEAR_TIE_FAST);
+    arg.staged      = 1;
+    arg.backoff     = 1;
     sppln_run(sppln_eager_rank, &arg.super);
 }
 

@@ -538,6 +538,54 @@ ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
     return UCS_CALIB_PAGES_NONRESIDENT;
 }
 
+/*
+ * Whether a registered buffer below the model's cached staging threshold is
+ * staged all the same. The threshold is where two measured rates cross,
+ * zero-copy's and a staged sender's between buffers the caches cannot hold,
+ * and both were measured by one process on one core, as the calibration
+ * runs: at 100 Gb/s on softverbs they came out within 1% of each other at
+ * 16 MiB (6.8 GB/s), which put the threshold at 20 MiB in one calibration
+ * and 10 MiB in the next, while between two processes a reused 16 MiB took
+ * 1.9-2.1 ms staged and 2.6-2.8 ms by zero-copy (the matrix's worst cell,
+ * 29-35% regret in two full runs). So near the threshold, down to a
+ * UCP_SPPLN_CACHED_EXPLORE-th of it, one message in
+ * UCP_SPPLN_CACHED_BACKOFF of each size class is staged and checked as the
+ * ones above the threshold are (ucp_sppln_cached_staged_check()): one that
+ * took less than zero-copy by the model keeps its size class staged, each
+ * of its messages checked again, until one takes clearly longer
+ * (UCP_SPPLN_CACHED_LOSS).
+ *
+ * Only from the smallest working set at which the calibration measured
+ * zero-copy on: below it, the model's zero-copy rate is interpolated from
+ * a cache-sized transfer, and too slow for a buffer the caches hold (a
+ * reused 4 MiB on softverbs' default link: 9.1 GB/s by the model, 12 by
+ * UCX's rendezvous), so a staged message beat it, and stayed staged 4-6%
+ * slower than zero-copy.
+ */
+static int ucp_sppln_cached_explore(ucp_sppln_staged_table_t *staged,
+                                    const ucp_sppln_lane_model_t *lmodel,
+                                    size_t length)
+{
+    unsigned size_class = ucs_ilog2(length);
+
+    if ((lmodel->model.num_net == 0) || (length < lmodel->model.net[0].size) ||
+        (length <
+         (lmodel->derived.cached_staged_thresh / UCP_SPPLN_CACHED_EXPLORE))) {
+        return 0;
+    }
+
+    if (staged->cached_staged_left[size_class] > 0) {
+        --staged->cached_staged_left[size_class];
+        return 1;
+    }
+
+    /* the UCP_SPPLN_CACHED_EXPLORE_FIRST-th message of its size class, and
+     * every UCP_SPPLN_CACHED_BACKOFF-th after it (the counter wraps at a
+     * multiple of it) */
+    return (++staged->cached_explore_count[size_class] %
+            UCP_SPPLN_CACHED_BACKOFF) == UCP_SPPLN_CACHED_EXPLORE_FIRST;
+}
+
 ucp_sppln_path_t
 ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                  const ucp_sppln_lane_model_t *lmodel, const void *buffer,
@@ -564,17 +612,22 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
     reused = ucp_sppln_rcache_hit(context, buffer, length) ||
              ucp_sppln_staged_before(staged, buffer, length);
     if (reused) {
-        if (!lmodel->have_model ||
-            (length < lmodel->derived.cached_staged_thresh)) {
+        if (!lmodel->have_model) {
             return UCP_SPPLN_PATH_ZCOPY;
         }
 
-        /* the model's advantage of staging did not hold for a message of
-         * this size lately (ucp_sppln_cached_staged_check()) */
-        size_class = ucs_ilog2(length);
-        if (staged->cached_zcopy_left[size_class] > 0) {
-            --staged->cached_zcopy_left[size_class];
-            return UCP_SPPLN_PATH_ZCOPY;
+        if (length < lmodel->derived.cached_staged_thresh) {
+            if (!ucp_sppln_cached_explore(staged, lmodel, length)) {
+                return UCP_SPPLN_PATH_ZCOPY;
+            }
+        } else {
+            /* the model's advantage of staging did not hold for a message
+             * of this size lately (ucp_sppln_cached_staged_check()) */
+            size_class = ucs_ilog2(length);
+            if (staged->cached_zcopy_left[size_class] > 0) {
+                --staged->cached_zcopy_left[size_class];
+                return UCP_SPPLN_PATH_ZCOPY;
+            }
         }
         *check_p = 1;
     }
@@ -619,13 +672,15 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
  * at a time, a reused 16 MiB staged took 3.5-8.9 ms where zero-copy kept
  * its 2.6-2.9 (1.7-2.2 for staging otherwise). Each staged message of a
  * registered buffer is checked against the model's zero-copy time, and a
- * size class whose message lost goes zero-copy for a while; then staging
- * is tried again.
+ * size class whose message lost by more than the model's error
+ * (UCP_SPPLN_CACHED_LOSS) goes zero-copy for a while; then staging is
+ * tried again.
  */
 int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
                                   const ucp_sppln_lane_model_t *lmodel,
                                   size_t length, double seconds)
 {
+    unsigned size_class = ucs_ilog2(length);
     double t_zcopy;
 
     if (!lmodel->have_model) {
@@ -634,6 +689,18 @@ int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
 
     t_zcopy = ucs_calib_zcopy_time(&lmodel->model, length);
     if (seconds <= t_zcopy) {
+        if (length < lmodel->derived.cached_staged_thresh) {
+            /* staged below the threshold (ucp_sppln_cached_explore()),
+             * and it paid */
+            staged->cached_staged_left[size_class] = UCP_SPPLN_CACHED_BACKOFF;
+        }
+        return 0;
+    }
+
+    if (seconds <= (t_zcopy * UCP_SPPLN_CACHED_LOSS)) {
+        /* within the model's own error: nothing changes (below the
+         * threshold, a size class staged after a win stays staged for
+         * the messages it has left) */
         return 0;
     }
 
@@ -641,7 +708,8 @@ int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
               "zero-copy takes %.1f us by the model: the next %d of its size "
               "go zero-copy",
               length, seconds * 1e6, t_zcopy * 1e6, UCP_SPPLN_CACHED_BACKOFF);
-    staged->cached_zcopy_left[ucs_ilog2(length)] = UCP_SPPLN_CACHED_BACKOFF;
+    staged->cached_zcopy_left[size_class]  = UCP_SPPLN_CACHED_BACKOFF;
+    staged->cached_staged_left[size_class] = 0;
     return 1;
 }
 

@@ -104,16 +104,34 @@ typedef struct {
 /* Buffers staged once, forgotten when unmapped */
 #define UCP_SPPLN_STAGED_HASH 256
 
-/* Registered buffers the model stages (its cached staging threshold): by
- * size class (log2 of the length), the messages that go zero-copy after a
- * staged one took longer than zero-copy would have by the model */
+/* Registered buffers around the model's cached staging threshold, by size
+ * class (log2 of the length): from the threshold on, the messages that go
+ * zero-copy after a staged one took longer than zero-copy would have by the
+ * model; below it, down to a UCP_SPPLN_CACHED_EXPLORE-th of it, one
+ * message in UCP_SPPLN_CACHED_BACKOFF is staged all the same, and the
+ * messages that stay staged after one that took less */
 #define UCP_SPPLN_SIZE_CLASSES   64
 #define UCP_SPPLN_CACHED_BACKOFF 64
+#define UCP_SPPLN_CACHED_EXPLORE 4
+/* The first of those staged below the threshold: not the first sends of a
+ * registered buffer, which took 1.5-2x the steady state by every path
+ * (bench/choice-matrix.c) */
+#define UCP_SPPLN_CACHED_EXPLORE_FIRST 4
+/* A staged message loses to zero-copy by the model only where it took this
+ * much longer: the model's zero-copy time is a rate measured within one
+ * process (a reused 16 MiB at 100 Gb/s on softverbs: 2.5 ms by the model,
+ * 2.6-2.8 between two processes), and staged messages of one buffer took
+ * 1.6-2.4 ms from one to the next, which flipped a size class to zero-copy
+ * every few dozen messages. A host's slower periods, which the check is
+ * for, made staging 1.3-3x slower (3.5-8.9 ms). */
+#define UCP_SPPLN_CACHED_LOSS 1.2
 
 typedef struct {
     ucp_sppln_staged_t entry[UCP_SPPLN_STAGED_HASH];
     int tracked; /* unmap events reach the table */
     uint8_t cached_zcopy_left[UCP_SPPLN_SIZE_CLASSES];
+    uint8_t cached_staged_left[UCP_SPPLN_SIZE_CLASSES];
+    uint8_t cached_explore_count[UCP_SPPLN_SIZE_CLASSES];
 } ucp_sppln_staged_table_t;
 
 
@@ -201,7 +219,9 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
 /* A registered buffer of @a length bytes was staged, its data moved in
  * @a seconds (from the receiver's RTR to the last ACK): where zero-copy
  * would have taken less by the model, the next UCP_SPPLN_CACHED_BACKOFF
- * messages of its size class go zero-copy. Returns 1 when it backs off. */
+ * messages of its size class go zero-copy; below the model's threshold,
+ * where it took less, the next ones are staged. Returns 1 when it backs
+ * off. */
 int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
                                   const ucp_sppln_lane_model_t *lmodel,
                                   size_t length, double seconds);

@@ -13,10 +13,11 @@
  * The columns (all, or those CM_COLUMNS names) take turns message by
  * message, each round in another order, so that they share the host's
  * moments. choice-matrix.sh runs one column per pair of processes all the
- * same: with softverbs' link model on, a process with several UCP contexts
- * stalled for a scheduler tick (4 ms) in many messages, its threads
- * yielding to each other (the UCX async thread among them), where one
- * context per process, as applications have it, did not.
+ * same, one context per process as applications have it. (With softverbs'
+ * link model on, a process with several UCP contexts once stalled for
+ * 2.5-4 ms in most messages: the ATS and answer of one context waited for
+ * the engine thread while the process polled the other's CQs; fixed in
+ * softverbs, test softverbs.link_model_other_context_polled.)
  *
  * Each message: the sender sends it tagged, the receiver answers with one
  * byte once it has it; its time is the sender's. For each size:

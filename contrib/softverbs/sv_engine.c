@@ -57,10 +57,18 @@ static struct {
  * WRs held the application inside ibv_poll_cq() until the last of them
  * was delivered, blind to its other CQs meanwhile (rndv/sppln at 25 Gb/s:
  * the ACKs of 1 MiB chunks read 0.7 ms after they landed, behind the
- * chunks queued after them). A thread inside ibv_post_send() never waits,
- * so it executes no WR that is not due yet.
+ * chunks queued after them). A thread inside ibv_post_send() waits for at
+ * most SV_LINK_POST_HOLD_NS: it executes a WR the link takes now and
+ * delivers within that, and leaves any other to the engine thread or a
+ * poller. Leaving every WR, it left the control messages a protocol posts
+ * before it computes: rndv/sppln's RTS went out when the sender had
+ * copied its first chunk, the copy that was to overlap the rendezvous
+ * round trip (25 Gb/s, 1 us latency, fresh 1 MiB: 24-52 us after it was
+ * posted), and the receiver's ACKs when it had copied out what had landed
+ * (18-95 us).
  */
 #define SV_LINK_HELP_HOLD_NS 200000
+#define SV_LINK_POST_HOLD_NS 2000
 
 /*
  * A helper starts a WR shorter on the wire than that as late as still lets
@@ -110,6 +118,10 @@ static uint64_t sv_link_start_ns(const sv_swqe_t *w, sv_executor_t who)
     }
 
     switch (who) {
+    case SV_EXEC_POSTER:
+        return (w->deliver_ns <= sv_now_ns() + SV_LINK_POST_HOLD_NS) ?
+                       w->wire_ns :
+                       w->deliver_ns;
     case SV_EXEC_THREAD:
         return w->wire_ns;
     case SV_EXEC_ENGINE:

@@ -1046,6 +1046,102 @@ TH_TEST(softverbs, link_model_other_context_polled)
     munmap(sh, sizeof(*sh));
 }
 
+#define LINK_POST_TRIES      5
+#define LINK_POST_LAT_US     "1"
+#define LINK_POST_COMPUTE_US 5000
+#define LINK_POST_BOUND_US   1000
+
+/* Rank 0, bound with its engine thread to one core, WRITEs 64 bytes and
+ * computes for LINK_POST_COMPUTE_US without a verbs call, as a protocol
+ * sends its RTS and copies its first chunk meanwhile; rank 1 notes when
+ * the WRITE's last word landed */
+static void link_post_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+{
+    link_other_shared_t *sh = arg;
+    double t[LINK_POST_TRIES], t_post;
+    volatile uint64_t *word;
+    struct ibv_sge sge;
+    struct ibv_wc wc;
+    svt_info_t peer;
+    struct ibv_mr *mr;
+    uint8_t *buf;
+    unsigned k;
+    svt_ep_t ep;
+
+    (void)nprocs;
+    link_pin_to_core(rank);
+    mr   = svt_rc_pair(oob, rank, &ep, 4096, 0, &buf, &peer);
+    word = (volatile uint64_t *)(buf + 64 - sizeof(uint64_t));
+    sge  = svt_sge(buf, 64, mr);
+    for (k = 0; k < LINK_POST_TRIES; ++k) {
+        th_oob_barrier(oob);
+        if (rank == 1) {
+            while (*word != k + 1) {
+            }
+            sh->landed[k] = th_time();
+            continue;
+        }
+        sh->landed[k] = 0;
+        *word         = k + 1;
+        t_post        = th_time();
+        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
+                              peer.rkey, k, IBV_SEND_SIGNALED),
+                     0);
+        /* delivered within SV_LINK_POST_HOLD_NS: executed by the post */
+        TH_ASSERT_EQ(ibv_poll_cq(ep.scq, 1, &wc), 1);
+        TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
+        while (th_time() < t_post + (LINK_POST_COMPUTE_US * 1e-6)) {
+        }
+        while ((sh->landed[k] == 0) && (th_time() < t_post + 10.0)) {
+        }
+        TH_ASSERT(sh->landed[k] != 0);
+        t[k] = (sh->landed[k] - t_post) * 1e6;
+    }
+    if (rank == 0) {
+        qsort(t, LINK_POST_TRIES, sizeof(t[0]), link_cmp_double);
+        th_log("64-byte WRITE at %s Gb/s + %s us, then %d us of computing: "
+               "landed after %.1f us (median of %d), at most %.1f",
+               LINK_WIRE_GBPS, LINK_POST_LAT_US, LINK_POST_COMPUTE_US,
+               t[LINK_POST_TRIES / 2], LINK_POST_TRIES, t[LINK_POST_TRIES - 1]);
+        TH_ASSERT_DBL(t[LINK_POST_TRIES / 2], <, LINK_POST_BOUND_US);
+        TH_ASSERT_DBL(t[0], >=, atof(LINK_POST_LAT_US));
+    }
+    th_oob_barrier(oob);
+    ibv_dereg_mr(mr);
+    svt_ep_close(&ep);
+    free(buf);
+}
+
+/*
+ * A small WR posted on a link that delivers it within SV_LINK_POST_HOLD_NS
+ * goes when it is posted, as an HCA's doorbell sends it, while its thread
+ * goes on computing: it is complete when ibv_post_send() returns, and
+ * lands after the link's latency, long before the computing ends. Left to
+ * the engine thread or a poller, it went when the thread next polled or
+ * lost its core (here: 48 or 2304 us in the median, by run): rndv/sppln's
+ * RTS, after the sender's copy of its first chunk (25 Gb/s, fresh 1 MiB:
+ * 24-52 us late).
+ */
+TH_TEST(softverbs, link_model_post_then_compute)
+{
+    link_other_shared_t *sh;
+    cpu_set_t allowed;
+
+    svt_need_device();
+    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    if (CPU_COUNT(&allowed) < 2) {
+        TH_SKIP("needs two CPUs, one for each rank: %d allowed",
+                CPU_COUNT(&allowed));
+    }
+    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    TH_ASSERT(sh != MAP_FAILED);
+    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
+    setenv("SOFTVERBS_LINK_LAT_US", LINK_POST_LAT_US, 1);
+    th_run_procs(2, link_post_rank, sh);
+    munmap(sh, sizeof(*sh));
+}
+
 /* ---------------------------------------------------------------------- */
 
 /* ---------------------------------------------------------------------- */

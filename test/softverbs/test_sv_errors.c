@@ -860,6 +860,41 @@ static int link_cmp_double(const void *a, const void *b)
 #define LINK_BOUND_LEN   (16u << 20)
 #define LINK_BOUND_TRIES 8
 
+#define LINK_OTHER_TRIES    9
+#define LINK_OTHER_BOUND_US 500
+
+/* when each of rank 0's WRITEs landed at rank 1 (th_time()) */
+typedef struct {
+    volatile double landed[LINK_OTHER_TRIES];
+} link_other_shared_t;
+
+/* Run fn on two ranks, each to be bound to a CPU of its own, under the link
+ * model (LINK_WIRE_GBPS, lat_us one way); with 'shared', fn's argument is
+ * a link_other_shared_t both ranks see */
+static void link_run_bound(th_proc_fn_t fn, const char *lat_us, int shared)
+{
+    link_other_shared_t *sh = NULL;
+    cpu_set_t allowed;
+
+    svt_need_device();
+    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    if (CPU_COUNT(&allowed) < 2) {
+        TH_SKIP("needs two CPUs, one for each rank: %d allowed",
+                CPU_COUNT(&allowed));
+    }
+    if (shared) {
+        sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        TH_ASSERT(sh != MAP_FAILED);
+    }
+    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
+    setenv("SOFTVERBS_LINK_LAT_US", lat_us, 1);
+    th_run_procs(2, fn, sh);
+    if (shared) {
+        munmap(sh, sizeof(*sh));
+    }
+}
+
 /* Rank 0 WRITEs, then READs, one large WR after another, bound with its
  * engine thread to one core where it busy-polls the CQ */
 static void link_bound_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
@@ -915,26 +950,35 @@ static void link_bound_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
  * wire time (UCP rendezvous of 16 MiB at 25 Gb/s: 8.0 ms against 5.4) */
 TH_TEST(softverbs, link_model_wire_time_bound_rank)
 {
-    cpu_set_t allowed;
-
-    svt_need_device();
-    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-    if (CPU_COUNT(&allowed) < 2) {
-        TH_SKIP("needs two CPUs, one for each rank: %d allowed",
-                CPU_COUNT(&allowed));
-    }
-    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
-    setenv("SOFTVERBS_LINK_LAT_US", LINK_WIRE_LAT, 1);
-    th_run_procs(2, link_bound_rank, NULL);
+    link_run_bound(link_bound_rank, LINK_WIRE_LAT, 0);
 }
 
-#define LINK_OTHER_TRIES    9
-#define LINK_OTHER_BOUND_US 500
 
-/* when each of rank 0's WRITEs landed at rank 1 (th_time()) */
-typedef struct {
-    volatile double landed[LINK_OTHER_TRIES];
-} link_other_shared_t;
+/* Try k of link_other_rank() and link_post_rank(), after the ranks meet:
+ * rank 1 notes when its word reads 'value'; rank 0 sets its own word to
+ * it and WRITEs that to rank 1, the time of its post in *t_post. Returns
+ * whether this is rank 0, which goes on with the try. */
+static int link_landed_try(th_oob_t *oob, int rank, svt_ep_t *ep,
+                           struct ibv_sge *sge, const svt_info_t *peer,
+                           volatile uint64_t *word, link_other_shared_t *sh,
+                           unsigned k, uint64_t value, double *t_post)
+{
+    th_oob_barrier(oob);
+    if (rank == 1) {
+        while (*word != value) {
+        }
+        sh->landed[k] = th_time();
+        return 0;
+    }
+
+    sh->landed[k] = 0;
+    *word         = value;
+    *t_post       = th_time();
+    TH_ASSERT_EQ(svt_post(ep->qp, IBV_WR_RDMA_WRITE, sge, 1, peer->addr,
+                          peer->rkey, k, IBV_SEND_SIGNALED),
+                 0);
+    return 1;
+}
 
 /* Rank 0, bound with its engine thread to one core, WRITEs 8 bytes on one
  * context's QP and busy-polls the CQ of another context, as a process
@@ -965,19 +1009,11 @@ static void link_other_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         cpu0  = th_cpu_time(RUSAGE_SELF);
         wall0 = th_time();
         for (k = 0; k < LINK_OTHER_TRIES; ++k) {
-            th_oob_barrier(oob);
-            if (rank == 1) {
-                while (*word != (attempt * LINK_OTHER_TRIES) + k + 1) {
-                }
-                sh->landed[k] = th_time();
+            if (!link_landed_try(oob, rank, &ep, &sge, &peer, word, sh, k,
+                                 (attempt * LINK_OTHER_TRIES) + k + 1,
+                                 &t_post)) {
                 continue;
             }
-            sh->landed[k] = 0;
-            *word         = (attempt * LINK_OTHER_TRIES) + k + 1;
-            t_post        = th_time();
-            TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
-                                  peer.rkey, k, IBV_SEND_SIGNALED),
-                         0);
             while ((sh->landed[k] == 0) && (th_time() < t_post + 10.0)) {
                 TH_ASSERT_EQ(ibv_poll_cq(other.scq, 1, &wc), 0);
             }
@@ -1017,39 +1053,26 @@ static void link_other_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 }
 
 /*
- * Under the link model no posting thread executes a WR (it would wait for
- * its deliver time inside ibv_post_send()): the engine thread does, or a
- * thread that finds a CQ of the WR's QP empty. A thread that polled only
- * the CQs of another context, on the one core it shared with the engine
- * thread, kept the engine from the core until the scheduler took it away:
- * two UCP contexts in one process (the regret matrix's columns) waited
- * 2.5-4 ms for the ATS and the answer of every rendezvous, posted just
- * before the thread went on to progress the other context.
+ * Under the link model a posting thread executes only a WR the link
+ * delivers within 2 us (here, 10 us of latency: none); the engine thread
+ * does, or a thread that finds a CQ of the WR's QP empty. A thread that
+ * polled only the CQs of another context, on the one core it shared with
+ * the engine thread, kept the engine from the core until the scheduler
+ * took it away: two UCP contexts in one process (the regret matrix's
+ * columns) waited 2.5-4 ms for the ATS and the answer of every
+ * rendezvous, posted just before the thread went on to progress the
+ * other context.
  */
 TH_TEST(softverbs, link_model_other_context_polled)
 {
-    link_other_shared_t *sh;
-    cpu_set_t allowed;
-
-    svt_need_device();
-    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-    if (CPU_COUNT(&allowed) < 2) {
-        TH_SKIP("needs two CPUs, one for each rank: %d allowed",
-                CPU_COUNT(&allowed));
-    }
-    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    TH_ASSERT(sh != MAP_FAILED);
-    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
-    setenv("SOFTVERBS_LINK_LAT_US", LINK_WIRE_LAT, 1);
-    th_run_procs(2, link_other_rank, sh);
-    munmap(sh, sizeof(*sh));
+    link_run_bound(link_other_rank, LINK_WIRE_LAT, 1);
 }
 
 #define LINK_POST_TRIES      5
 #define LINK_POST_LAT_US     "1"
 #define LINK_POST_COMPUTE_US 5000
 #define LINK_POST_BOUND_US   1000
+_Static_assert(LINK_POST_TRIES <= LINK_OTHER_TRIES, "landed[] holds the tries");
 
 /* Rank 0, bound with its engine thread to one core, WRITEs 64 bytes and
  * computes for LINK_POST_COMPUTE_US without a verbs call, as a protocol
@@ -1074,19 +1097,10 @@ static void link_post_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     word = (volatile uint64_t *)(buf + 64 - sizeof(uint64_t));
     sge  = svt_sge(buf, 64, mr);
     for (k = 0; k < LINK_POST_TRIES; ++k) {
-        th_oob_barrier(oob);
-        if (rank == 1) {
-            while (*word != k + 1) {
-            }
-            sh->landed[k] = th_time();
+        if (!link_landed_try(oob, rank, &ep, &sge, &peer, word, sh, k, k + 1,
+                             &t_post)) {
             continue;
         }
-        sh->landed[k] = 0;
-        *word         = k + 1;
-        t_post        = th_time();
-        TH_ASSERT_EQ(svt_post(ep.qp, IBV_WR_RDMA_WRITE, &sge, 1, peer.addr,
-                              peer.rkey, k, IBV_SEND_SIGNALED),
-                     0);
         /* delivered within SV_LINK_POST_HOLD_NS: executed by the post */
         TH_ASSERT_EQ(ibv_poll_cq(ep.scq, 1, &wc), 1);
         TH_ASSERT_EQ(wc.status, IBV_WC_SUCCESS);
@@ -1124,22 +1138,7 @@ static void link_post_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
  */
 TH_TEST(softverbs, link_model_post_then_compute)
 {
-    link_other_shared_t *sh;
-    cpu_set_t allowed;
-
-    svt_need_device();
-    TH_ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-    if (CPU_COUNT(&allowed) < 2) {
-        TH_SKIP("needs two CPUs, one for each rank: %d allowed",
-                CPU_COUNT(&allowed));
-    }
-    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    TH_ASSERT(sh != MAP_FAILED);
-    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
-    setenv("SOFTVERBS_LINK_LAT_US", LINK_POST_LAT_US, 1);
-    th_run_procs(2, link_post_rank, sh);
-    munmap(sh, sizeof(*sh));
+    link_run_bound(link_post_rank, LINK_POST_LAT_US, 1);
 }
 
 /* ---------------------------------------------------------------------- */

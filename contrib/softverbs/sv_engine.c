@@ -302,7 +302,9 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
 {
     struct iovec split[SV_MAX_SGE + 1], rbody[SV_MAX_RECV_SGE];
     size_t body = total - SV_TAIL_BYTES;
-    int tail    = -1;
+    /* its tail goes at deliver_ns, after its body */
+    int split_tail = to_remote && (total > SV_XFER_WHOLE_MAX);
+    int tail       = -1;
     int err;
 
     if (total <= SV_XFER_WHOLE_MAX) {
@@ -317,7 +319,7 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
         }
     }
     if ((pid == sv_g.pid) && !sv_g.cfg.loopback_kernel) {
-        if (to_remote && (total > SV_TAIL_BYTES) && (rn <= SV_MAX_SGE)) {
+        if (split_tail && (rn <= SV_MAX_SGE)) {
             rn = sv_iov_split_tail(r, rn, total, split, &tail);
             sv_iov_copy_tail_last(split, rn, tail, l, ln, total, deliver_ns);
         } else if (to_remote) {
@@ -328,7 +330,7 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
         err = 0;
         goto out;
     }
-    if (to_remote && (total > SV_TAIL_BYTES) && (ln <= SV_MAX_SGE)) {
+    if (split_tail && (ln <= SV_MAX_SGE)) {
         /* the kernel copies each local entry with a copy of its own, in
          * order (splitting a remote entry would cost a second page walk in
          * the target) */

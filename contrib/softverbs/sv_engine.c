@@ -1153,13 +1153,12 @@ static int sv_engine_due(sv_qp_priv_t *qp)
            (sv_link_start_ns(w, SV_EXEC_ENGINE) > now);
 }
 
-/* Whether the engine thread may start the WR at the head of qp now (its
- * bytes are on the modelled wire, or it is queued for the engine without
- * the link model); a hint, read without the QP's busy flag */
-static int sv_engine_startable(sv_qp_priv_t *qp)
+/* Whether the engine thread may start the WR at the head of qp at time now
+ * (its bytes are on the modelled wire, or it is queued for the engine
+ * without the link model); a hint, read without the QP's busy flag */
+static int sv_engine_startable(sv_qp_priv_t *qp, uint64_t now)
 {
     uint32_t head = qp->sq_head;
-    uint64_t now  = sv_now_ns();
 
     if ((head == SV_LOAD(&qp->sq_tail)) || (qp->retry_at_ns > now)) {
         return 0;
@@ -1205,6 +1204,7 @@ static int sv_engine_linked(sv_qp_priv_t *qp)
 
 void sv_engine_help(sv_cq_priv_t *cq, int found)
 {
+    uint64_t now   = 0;
     int engine_due = 0;
     sv_qp_priv_t *qp;
 
@@ -1235,7 +1235,10 @@ void sv_engine_help(sv_cq_priv_t *cq, int found)
                  * its other CQs too (UCX: the receive CQ, then the send
                  * CQ): yielding for their WRs made 16 KiB messages at
                  * 25 Gb/s 20% slower. */
-                engine_due |= sv_engine_startable(qp);
+                if (now == 0) {
+                    now = sv_now_ns(); /* once per call, not per QP */
+                }
+                engine_due |= sv_engine_startable(qp, now);
             }
         } else if (((qp->scq == cq) || (qp->rcq == cq)) &&
                    sv_engine_linked(qp)) {

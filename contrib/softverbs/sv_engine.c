@@ -356,6 +356,23 @@ out:
     return err;
 }
 
+/*
+ * A SEND's bytes into the receive buffer: copied at once, and done at the
+ * deliver time. The buffer is the HCA's until the receive completes, so
+ * bytes that land early are seen by nobody, while the copy (a system call,
+ * 1.7 us for 64 bytes on a virtual machine) overlaps the modelled latency
+ * instead of following it: 8-byte active messages at 25 Gb/s, 1 us
+ * latency, took 2.96 us one way, 1 us of latency and 1.9 of copy.
+ */
+static int sv_recv_land(pid_t pid, struct iovec *l, int ln, struct iovec *r,
+                        int rn, size_t total, uint64_t deliver_ns)
+{
+    int err = sv_xfer(pid, 1, l, ln, r, rn, total, 0);
+
+    sv_link_hold(deliver_ns);
+    return err;
+}
+
 /* ---------------------------------------------------------------------- */
 
 static enum ibv_wc_opcode sv_wc_opcode(uint32_t wr_opcode)
@@ -685,8 +702,8 @@ static int sv_exec_ud(sv_qp_priv_t *qp, sv_swqe_t *w, struct iovec *liov,
     } else if ((uint64_t)cap < w->length) {
         wc.status = IBV_WC_LOC_LEN_ERR;
     } else {
-        err         = sv_xfer(sv_proc_pid(peer->owner), 1, liov, ln, riov, rn,
-                              w->length, w->deliver_ns);
+        err         = sv_recv_land(sv_proc_pid(peer->owner), liov, ln, riov, rn,
+                                   w->length, w->deliver_ns);
         wc.status   = err ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS;
         wc.byte_len = (uint32_t)w->length + SV_GRH_LEN;
     }
@@ -766,7 +783,8 @@ static int sv_exec_recv_side(sv_qp_priv_t *qp, sv_swqe_t *w, sv_qp_t *peer,
             wc.status = IBV_WC_LOC_LEN_ERR;
             ist       = IBV_WC_REM_INV_REQ_ERR;
         } else {
-            err = sv_xfer(pid, 1, liov, ln, riov, rn, w->length, w->deliver_ns);
+            err = sv_recv_land(pid, liov, ln, riov, rn, w->length,
+                               w->deliver_ns);
             if (err != 0) {
                 wc.status = IBV_WC_LOC_PROT_ERR;
                 ist       = sv_xfer_status(err);

@@ -43,6 +43,7 @@ typedef struct {
     uint64_t max_posted; /* most puts a transfer had in flight */
     uint64_t puts; /* notified puts (sub-blocks) posted */
     uint64_t thp; /* destinations given transparent huge pages */
+    uint64_t max_ahead; /* most bytes a transfer staged before its RTR */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -974,6 +975,85 @@ static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs,
 TH_TEST_TIMEOUT(sppln, many_in_flight_both_ways, 300)
 {
     sppln_run(sppln_inflight_rank, NULL);
+}
+
+/* ---- what a sender stages before its RTR ---- */
+
+/*
+ * Where the network is slower than the sender's copies, a copy before the
+ * RTR beyond what the round trip covers only delays the first put (the
+ * rest of the copy hides behind the puts); where it is faster, the sender
+ * stages all it can before the RTR. A 4 MiB message, one chunk per 512 KiB
+ * slot (bcopy), 64 KiB sub-blocks: under SPPLN_MODEL_BASE (a 5 GB/s
+ * network, copies of 8-20 GB/s, 2 us of latency) the sender stages at most
+ * 2 x 2 us x 20 GB/s (80 KB) and the sub-block that passes it; with a
+ * 50 GB/s network, its three slots.
+ */
+#define SPPLN_AHEAD_SIZE (4 * SPPLN_MB)
+
+typedef struct {
+    sppln_arg_t super;
+    size_t min, max; /* bytes the sender stages before its RTR */
+} sppln_ahead_arg_t;
+
+static void sppln_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_ahead_arg_t *arg = varg;
+    ucp_request_param_t param    = {0};
+    const sppln_stats_t *st;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    void *req;
+
+    sppln_env(arg->super.path, arg->super.tls);
+    setenv("UCX_RNDV_SPPLN_SLOT_SIZE", "512k", 1);
+    setenv("UCX_RNDV_SPPLN_SUB_SIZE", "64k", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    buf = malloc(SPPLN_AHEAD_SIZE);
+    TH_ASSERT(buf != NULL);
+    if (rank == 0) {
+        th_fill_pattern(buf, SPPLN_AHEAD_SIZE, 31);
+        req = ucp_tag_send_nbx(ucp.ep, buf, SPPLN_AHEAD_SIZE, 3, &param);
+    } else {
+        memset(buf, 0, SPPLN_AHEAD_SIZE);
+        req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_AHEAD_SIZE, 3,
+                               (ucp_tag_t)-1, &param);
+    }
+    TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+    if (rank == 1) {
+        TH_CHECK_PATTERN(buf, SPPLN_AHEAD_SIZE, 31);
+    } else {
+        st = ucp_proto_sppln_stats(ucp.worker);
+        th_log("staged %llu bytes before the RTR (expected %zu-%zu)",
+               (unsigned long long)st->max_ahead, arg->min, arg->max);
+        TH_ASSERT_EQ(st->sent[SP_BCOPY], 1);
+        TH_ASSERT(st->max_ahead >= arg->min);
+        TH_ASSERT(st->max_ahead <= arg->max);
+    }
+    free(buf);
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, slow_network_stages_a_round_trip_before_rtr, 120)
+{
+    sppln_ahead_arg_t arg = {{"bcopy", "hcr", 0, 0, SPPLN_MODEL_BASE},
+                             1,
+                             80000 + (64 * 1024)};
+
+    sppln_run(sppln_ahead_rank, &arg.super);
+}
+
+TH_TEST_TIMEOUT(sppln, fast_network_stages_its_slots_before_rtr, 120)
+{
+    /* the later net_bw line is the one that counts */
+    sppln_ahead_arg_t arg = {{"bcopy", "hcr", 0, 0,
+                              SPPLN_MODEL_BASE "net_bw 5e10\n"},
+                             3 * 512 * 1024,
+                             3 * 512 * 1024};
+
+    sppln_run(sppln_ahead_rank, &arg.super);
 }
 
 /* ---- registration fails: the message goes through the superpipeline --- */

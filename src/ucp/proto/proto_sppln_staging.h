@@ -94,6 +94,9 @@ typedef struct {
     /* receiver: untouched destinations given transparent huge pages
      * (UCX_RNDV_SPPLN_FRESH_THP) */
     uint64_t thp;
+    /* sender: the most bytes a transfer staged before its RTR came
+     * (ucp_sppln_copy_before_rtr()) */
+    uint64_t max_ahead;
 } ucp_sppln_stats_t;
 
 

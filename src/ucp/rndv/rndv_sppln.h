@@ -117,6 +117,8 @@ typedef struct {
                                  while they are posted) */
     size_t offset; /* the chunk's start in the message */
     size_t length; /* its bytes, 0 when the slot is free */
+    size_t staged; /* its first bytes copied in: sub-blocks up to here
+                      may be put */
     unsigned chunk; /* its number */
     int copying; /* the copy engine fills it */
     ucs_copy_req_t copy;
@@ -190,6 +192,9 @@ typedef struct ucp_sppln_xfer {
             unsigned acked; /* chunks the receiver freed */
             unsigned copies; /* copy engine copies */
             int rtr; /* the RTR arrived */
+            size_t copied; /* bytes staged so far */
+            size_t ahead_max; /* at most this many before the
+                                 RTR (ucp_sppln_copy_before_rtr()) */
             size_t sub_size; /* bytes per notified put */
             int cached_check; /* a registered buffer the model
                                                   stages: its time is checked

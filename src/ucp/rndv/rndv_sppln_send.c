@@ -266,6 +266,7 @@ static int ucp_sppln_copy_test(ucp_request_t *req, ucp_sppln_send_slot_t *slot)
     }
 
     slot->copying = 0;
+    slot->staged  = slot->length;
     --xfer->send.copies;
     if (status != UCS_OK) {
         ucs_debug("rndv/sppln req %p: staging chunk %u failed: %s", req,
@@ -307,10 +308,63 @@ static unsigned ucp_sppln_copy_progress(void *arg)
     return done;
 }
 
-/* Copy chunks into the local slots that are free: by this thread, or posted
+/*
+ * Bytes of a message this thread stages before its RTR comes. Where the
+ * network is slower than the copy, what it copies in the network's round
+ * trip: a copy beyond that delays the first put, and with it the whole
+ * transfer, while the rest of the copy hides behind the puts of what is
+ * staged (a fresh 256 KiB at 25 Gb/s, one staged chunk, put its first
+ * sub-block 9.3-14 us after its RTR came, and 4 us with this bound). A
+ * later RTR costs the sender
+ * nothing there: its copies stay ahead of the wire. Where the copy is the
+ * slower, all of it: the thread has nothing better to do until the RTR.
+ */
+static size_t ucp_sppln_copy_before_rtr(ucp_request_t *req)
+{
+    const ucp_sppln_send_priv_t *spriv = req->send.proto_config->priv;
+    const ucs_calib_model_t *model     = &spriv->lmodel.model;
+    double copy_bw;
+
+    if (!spriv->lmodel.have_model) {
+        return SIZE_MAX;
+    }
+
+    copy_bw = ucs_calib_copy_bw(model, req->send.state.dt_iter.length);
+    if (model->net_bw >= copy_bw) {
+        return SIZE_MAX;
+    }
+    return (size_t)(2.0 * model->net_latency * copy_bw);
+}
+
+/* The slot this thread is copying a chunk into: the last chunk taken, until
+ * all its bytes are staged */
+static ucp_sppln_send_slot_t *ucp_sppln_copy_slot(ucp_sppln_xfer_t *xfer)
+{
+    ucp_sppln_send_slot_t *slot;
+    unsigned chunk;
+
+    if (xfer->sched.index == 0) {
+        return NULL;
+    }
+
+    chunk = xfer->sched.index - 1;
+    slot  = &xfer->send.slot[chunk % UCP_SPPLN_NUM_SLOTS];
+    if ((slot->length == 0) || (slot->chunk != chunk) || slot->copying ||
+        (slot->staged >= slot->length)) {
+        return NULL;
+    }
+    return slot;
+}
+
+/*
+ * Stage the next part of the message into a free local slot: a chunk posted
  * to the copy engine (UCX_RNDV_SPPLN_COPY_ASYNC), which a full engine turns
- * back into a copy by this thread */
-static void ucp_sppln_copy_ahead(ucp_request_t *req)
+ * back into copies by this thread, or a sub-block copied by this thread,
+ * which the caller puts before it copies the next once the RTR came.
+ * Returns the bytes staged or posted to the engine, 0 when no slot is free,
+ * everything is staged, or the RTR is due first.
+ */
+static size_t ucp_sppln_copy_ahead(ucp_request_t *req)
 {
     ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
     ucp_worker_h worker    = req->send.ep->worker;
@@ -321,23 +375,28 @@ static void ucp_sppln_copy_ahead(ucp_request_t *req)
     ucs_status_t status;
     void *dst;
 
-    for (;;) {
+    if (!xfer->send.rtr && (xfer->send.copied >= xfer->send.ahead_max)) {
+        return 0;
+    }
+
+    slot = ucp_sppln_copy_slot(xfer);
+    if (slot == NULL) {
         slot = &xfer->send.slot[xfer->sched.index % UCP_SPPLN_NUM_SLOTS];
         if ((slot->length != 0) || (slot->comp.count != 0)) {
-            break; /* still holds a chunk being sent */
+            return 0; /* still holds a chunk being sent */
         }
 
         if (!ucp_sppln_sched_next(&xfer->sched, &offset, &length)) {
-            break; /* every chunk is copied in */
+            return 0; /* every chunk is staged */
         }
 
         slot->chunk  = xfer->sched.index - 1;
         slot->offset = offset;
         slot->length = length;
-        dst          = ucp_sppln_group_slot(sw, xfer->group,
-                                            slot->chunk % UCP_SPPLN_NUM_SLOTS);
-
+        slot->staged = 0;
         if (xfer->send.copy_engine != NULL) {
+            dst    = ucp_sppln_group_slot(sw, xfer->group,
+                                          slot->chunk % UCP_SPPLN_NUM_SLOTS);
             status = ucs_copy_engine_post(xfer->send.copy_engine, dst,
                                           UCS_PTR_BYTE_OFFSET(buffer, offset),
                                           length, &slot->copy);
@@ -348,14 +407,27 @@ static void ucp_sppln_copy_ahead(ucp_request_t *req)
                 uct_worker_progress_register_safe(worker->uct,
                                                   ucp_sppln_copy_progress, req,
                                                   0, &xfer->send.copy_cb_id);
-                continue;
-            } else if (status == UCS_OK) {
-                continue; /* the engine copied it inline */
             }
+            if ((status == UCS_INPROGRESS) || (status == UCS_OK)) {
+                /* in flight (staged when it completes), or copied inline */
+                slot->staged = (status == UCS_OK) ? length : 0;
+                xfer->send.copied += length;
+                return length;
+            }
+            /* else this thread copies it */
         }
-
-        ucs_memcpy_relaxed(dst, UCS_PTR_BYTE_OFFSET(buffer, offset), length);
     }
+
+    length = ucs_min(xfer->send.sub_size, slot->length - slot->staged);
+    offset = slot->offset + slot->staged;
+    dst    = UCS_PTR_BYTE_OFFSET(ucp_sppln_group_slot(sw, xfer->group,
+                                                      slot->chunk %
+                                                              UCP_SPPLN_NUM_SLOTS),
+                                 slot->staged);
+    ucs_memcpy_relaxed(dst, UCS_PTR_BYTE_OFFSET(buffer, offset), length);
+    slot->staged += length;
+    xfer->send.copied += length;
+    return length;
 }
 
 /* Notification after a put, on lanes without put with notification: an
@@ -388,6 +460,12 @@ static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
     uct_iov_t iov;
 
     while (xfer->send.put_offset < slot->length) {
+        if (!xfer->send.notify_owed &&
+            ((xfer->send.put_offset +
+              ucs_min(sub_size, slot->length - xfer->send.put_offset)) >
+             slot->staged)) {
+            return UCS_INPROGRESS; /* its copy comes first */
+        }
         if (!xfer->send.notify_owed &&
             (xfer->send.posted >= UCP_SPPLN_MAX_POSTED)) {
             ++sw->stats.window_full;
@@ -535,16 +613,14 @@ ucp_sppln_post_chunk(ucp_request_t *req, const ucp_sppln_send_priv_t *spriv)
     return UCS_OK;
 }
 
-/* Copy chunks in, and put those the receiver has room for */
-static ucs_status_t ucp_sppln_send_data(ucp_request_t *req)
+/* Put the staged chunks the receiver has room for */
+static ucs_status_t ucp_sppln_put_staged(ucp_request_t *req)
 {
     const ucp_sppln_send_priv_t *spriv = req->send.proto_config->priv;
     ucp_sppln_xfer_t *xfer             = req->send.rndv.sppln_xfer;
     ucp_sppln_send_slot_t *slot;
     ucs_status_t status;
 
-    /* the first copies overlap the RTS/RTR round trip */
-    ucp_sppln_copy_ahead(req);
     while (xfer->send.rtr && (xfer->send.next_put < xfer->n_chunks) &&
            (xfer->send.next_put < (xfer->send.acked + UCP_SPPLN_NUM_SLOTS))) {
         slot = &xfer->send.slot[xfer->send.next_put % UCP_SPPLN_NUM_SLOTS];
@@ -562,16 +638,33 @@ static ucs_status_t ucp_sppln_send_data(ucp_request_t *req)
             xfer->pending  = 1;
             return UCS_ERR_NO_RESOURCE;
         } else if (status == UCS_INPROGRESS) {
-            break; /* the window is full: a put's completion kicks */
+            /* the window is full (a put's completion kicks), or the rest
+             * of the chunk is not staged yet */
+            break;
         } else if (status != UCS_OK) {
             xfer->status = status;
-            return UCS_OK;
+            break;
         }
     }
 
-    if (xfer->status == UCS_INPROGRESS) {
-        ucp_sppln_copy_ahead(req);
-    }
+    return UCS_OK;
+}
+
+/* Stage the message and put what is staged, in turns: the first copies
+ * overlap the RTS/RTR round trip, the others the puts */
+static ucs_status_t ucp_sppln_send_data(ucp_request_t *req)
+{
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+    ucs_status_t status;
+
+    do {
+        status = ucp_sppln_put_staged(req);
+        if (status != UCS_OK) {
+            return status;
+        }
+    } while ((xfer->status == UCS_INPROGRESS) &&
+             (ucp_sppln_copy_ahead(req) > 0));
+
     return UCS_OK;
 }
 
@@ -704,6 +797,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
                                                            &spriv->lmodel,
                                                            length);
     sw->stats.cached_staged += check;
+    xfer->send.ahead_max = ucp_sppln_copy_before_rtr(req);
     for (s = 0; s < UCP_SPPLN_NUM_SLOTS; ++s) {
         xfer->send.slot[s].comp.func = ucp_sppln_send_slot_completed;
         xfer->send.slot[s].chunk     = s;
@@ -974,6 +1068,8 @@ ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
     if (xfer->send.cached_check) {
         xfer->send.rtr_time = ucs_get_time();
     }
+    worker->sppln->stats.max_ahead = ucs_max(worker->sppln->stats.max_ahead,
+                                             xfer->send.copied);
     ucp_trace_req(req, "rndv/sppln RTR: slots at 0x%" PRIx64 ", tag 0x%x",
                   rtr->slot_addr, rtr->rx_tag);
     ucp_sppln_send_kick(req);

@@ -54,6 +54,17 @@ enum { SP_RMA_BCOPY, SP_RMA_ZCOPY, SP_RMA_STAGED };
 
 #define SPPLN_MB (1024ul * 1024ul)
 
+/* What the three staging slots of the default size (1 MiB) hold: messages
+ * up to that go through one staged copy, whatever the model's threshold of
+ * the superpipeline (ucp_sppln_lane_model_init()) */
+#define SPPLN_SLOTS_HOLD (3 * SPPLN_MB)
+
+/* Where the automatic choice takes the superpipeline by a model */
+static size_t sppln_sp_thresh(const ucs_calib_derived_t *d)
+{
+    return ucs_max(d->sp_thresh, SPPLN_SLOTS_HOLD + 1);
+}
+
 static void sppln_env(const char *path, const char *tls)
 {
     if (!th_have_verbs_device("softverbs") && !th_have_verbs_device("mlx")) {
@@ -2035,7 +2046,7 @@ TH_TEST_TIMEOUT(sppln, residency_looked_up_where_it_decides, 120)
     /* (unsigned: a threshold may be SIZE_MAX, never) */
     TH_ASSERT(d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT] > arg.size);
     TH_ASSERT(d.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT] > arg.size);
-    if (arg.size >= d.sp_thresh) {
+    if (arg.size >= sppln_sp_thresh(&d)) {
         arg.path = SP_SPPLN;
     }
     sppln_run(sppln_probe_rank, &arg.super);
@@ -2152,7 +2163,7 @@ TH_TEST_TIMEOUT(sppln, rma_residency_looked_up_where_it_decides, 120)
 
 typedef struct {
     sppln_arg_t super;
-    size_t size; /* staged (sppln) by the model when a group is free */
+    size_t size; /* staged by the model when a group is free */
 } sppln_busy_arg_t;
 
 /* Rank 0 sends SPPLN_NUM_BUSY messages of a size the model stages, at once,
@@ -2201,11 +2212,12 @@ static void sppln_busy_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     if (rank == 0) {
         st = ucp_proto_sppln_stats(ucp.worker);
-        th_log("%zu bytes x %d: sppln %llu, zcopy %llu, busy %llu", arg->size,
-               SPPLN_NUM_BUSY, (unsigned long long)st->sent[SP_SPPLN],
+        th_log("%zu bytes x %d: staged %llu, zcopy %llu, busy %llu", arg->size,
+               SPPLN_NUM_BUSY,
+               (unsigned long long)(st->sent[SP_BCOPY] + st->sent[SP_SPPLN]),
                (unsigned long long)st->sent[SP_ZCOPY],
                (unsigned long long)st->busy_zcopy);
-        TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
+        TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_SPPLN], 1);
         TH_ASSERT_EQ(st->sent[SP_ZCOPY], SPPLN_NUM_BUSY - 1);
         TH_ASSERT_EQ(st->busy_zcopy, SPPLN_NUM_BUSY - 1);
     }
@@ -2235,7 +2247,7 @@ TH_TEST_TIMEOUT(sppln, busy_staging_goes_zcopy, 120)
     unlink(path);
     ucs_calib_derive(&m, &d);
 
-    /* a size the model stages through the superpipeline, resident */
+    /* a size the model stages, resident */
     arg.size = 2 * ucs_max(d.sp_thresh, 65536);
     th_log("model: sppln from %zu, zcopy from %zu (resident): %zu bytes",
            d.sp_thresh, d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], arg.size);
@@ -2874,9 +2886,16 @@ TH_TEST_TIMEOUT(sppln, copy_engine_off_dma_like_model, 300)
 /* ---- UCX_PROTO_INFO=y shows rndv/sppln with its measured terms --------- */
 
 /* sizes as rndv/sppln shows them (below 1 MiB) */
+/* a size as the row prints it: bytes, KiB, or MiB to a tenth */
 static const char *sppln_kib(size_t size, char *buf, size_t max)
 {
-    snprintf(buf, max, "%zuK", size / 1024);
+    if (size < 1024) {
+        snprintf(buf, max, "%zu", size);
+    } else if (size < SPPLN_MB) {
+        snprintf(buf, max, "%zuK", size / 1024);
+    } else {
+        snprintf(buf, max, "%.1fM", (double)size / SPPLN_MB);
+    }
     return buf;
 }
 
@@ -2936,7 +2955,7 @@ sppln_proto_info_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                  ucs_memunits_to_str(SPPLN_AUTO_THRESH, a, sizeof(a)));
         snprintf(expect[1], sizeof(expect[1]),
                  "< zcopy, else bcopy <%s< sppln <",
-                 sppln_kib(d.sp_thresh, a, sizeof(a)));
+                 sppln_kib(sppln_sp_thresh(&d), a, sizeof(a)));
         snprintf(expect[3], sizeof(expect[3]), "| cached: eager <");
         snprintf(expect[2], sizeof(expect[2]),
                  "| hcr/%s:1 put+notify C0 %s q %.1f sub %s cached-sppln "

@@ -113,7 +113,10 @@ TH_TEST(calib_tool, message_path_follows_thresholds)
                  0);
     zc[0] = tool_value(out, "zcopy_thresh_resident");
     zc[1] = tool_value(out, "zcopy_thresh_nonresident");
-    sp    = tool_value(out, "sp_thresh");
+    sp    = tool_value(out, "sppln_from");
+    /* above what three staging slots of 1 MiB hold, whatever the model */
+    TH_ASSERT_GT(sp, 3.0 * 1024 * 1024);
+    TH_ASSERT_GE(sp, tool_value(out, "sp_thresh"));
     free(out);
 
     bounds[0] = zc[0];

@@ -37,6 +37,21 @@ typedef struct {
 } calib_opts_t;
 
 
+/* Where rndv/sppln takes the superpipeline for a first send: from the
+ * model's threshold, and above what the three staging slots of a transfer
+ * hold (UCX_RNDV_SPPLN_SLOT_SIZE, 1 MiB by default), as
+ * ucp_sppln_lane_model_init() sets it */
+static size_t sppln_from(const ucs_calib_derived_t *d)
+{
+    const char *env = getenv("UCX_RNDV_SPPLN_SLOT_SIZE");
+    size_t slot     = UCS_MBYTE;
+
+    if ((env != NULL) && (ucs_str_to_memunits(env, &slot) != UCS_OK)) {
+        slot = UCS_MBYTE; /* UCP refuses it, and says so */
+    }
+    return ucs_max(d->sp_thresh, (3 * slot) + 1);
+}
+
 /* the per-message choice of rndv/sppln for a first send (a buffer neither
  * in the registration cache nor sent before), as ucp_sppln_choose() makes
  * it from the same model */
@@ -45,7 +60,7 @@ static const char *first_send_path(const ucs_calib_derived_t *d, size_t size,
 {
     if (size >= d->zcopy_thresh[pages]) {
         return "zcopy";
-    } else if (size >= d->sp_thresh) {
+    } else if (size >= sppln_from(d)) {
         return "sppln";
     }
     return "bcopy";
@@ -154,6 +169,7 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     print_size_kv("zcopy_thresh_nonresident",
                   d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT]);
     print_size_kv("sp_thresh", d->sp_thresh);
+    print_size_kv("sppln_from", sppln_from(d));
     print_size_kv("cached_staged_thresh", d->cached_staged_thresh);
     printf("sp_c0=%zu\nsp_q=%.3f\nsp_sub=%zu\n", d->sp_c0, d->sp_q,
            d->sp_sub);
@@ -251,8 +267,9 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
            s1, s2);
     size_str(d->sp_thresh, s1, sizeof(s1));
     printf("  the superpipeline beats one copy from: %s\n", s1);
-    printf("  so rndv/sppln sends a first send of: bcopy below %s, "
-           "sppln from there,\n",
+    size_str(sppln_from(d), s1, sizeof(s1));
+    printf("  so rndv/sppln sends a first send of: bcopy below %s (at least "
+           "what the three\n  staging slots hold), sppln from there,\n",
            s1);
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], s1, sizeof(s1));
     printf("  zcopy from %s (resident) or %s (untouched)\n", s1, s2);
@@ -404,7 +421,7 @@ static int plot(const char *png, const char *dev, const ucs_calib_model_t *m,
               "zcopy wins, resident:", 1, "0.55");
     plot_mark(gp, d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT],
               "zcopy wins, untouched:", 3, "0.05");
-    plot_mark(gp, d->sp_thresh, "superpipeline from", 7, "0.55");
+    plot_mark(gp, sppln_from(d), "superpipeline from", 7, "0.55");
     plot_mark(gp, d->sp_c0, "C_0", 8, "0.55");
     fprintf(gp,
             "plot '%s' using 1:2 with lines lw 2 lc 1 title "

@@ -164,9 +164,12 @@ done
 step_done "${#cases[@]} transports, $runs_mib runs each"
 
 # ---- 3. the protocol's choice ---------------------------------------------
-path_counts() { # path_counts LOG: "sppln 67, zcopy 2" from the info lines
-    { grep -o 'bytes path [a-z]*' "$1" 2> /dev/null || true; } |
-        awk '{ n[$3]++ } END { for (p in n) printf "%s %d, ", p, n[p] }' |
+path_counts() { # path_counts LOG: "bcopy 15, zcopy (staging busy) 56"
+    { grep -o 'bytes path [a-z]*[^0-9]*' "$1" 2> /dev/null || true; } |
+        awk '{ p = $3; sub(/,$/, "", p)
+               if (index($0, "staging group busy")) p = p " (staging busy)"
+               n[p]++ }
+             END { for (p in n) printf "%s %d, ", p, n[p] }' |
         sed 's/, $//'
 }
 step 3 "what the protocol chose for hcr's first sends"
@@ -330,9 +333,10 @@ if [ -n "$calib" ]; then
     echo "   critical    register + zero-copy beats a copy from" \
          "$(kib "$(cval zcopy_thresh_resident)") (pages the sender wrote) or" \
          "$(kib "$(cval zcopy_thresh_nonresident)") (untouched pages);"
-    echo "   sizes       the superpipeline beats one copy from" \
-         "$(kib "$(cval sp_thresh)"), in chunks C_0 * q^i (C_0" \
-         "$(kib "$(cval sp_c0)"), q $(printf %.1f "$(cval sp_q)"))"
+    echo "   sizes       one staged copy up to what three staging slots hold," \
+         "the superpipeline from $(kib "$(cval sppln_from)"),"
+    echo "               in chunks C_0 * q^i (C_0 $(kib "$(cval sp_c0)")," \
+         "q $(printf %.1f "$(cval sp_q)"))"
     echo "   a first send of 1 MiB written by the sender: register" \
          "$(us "$(cval msg_reg_time_resident)") us, copy" \
          "$(us "$(cval msg_copy_time_resident)") us -> $(cval msg_path_resident)"
@@ -367,17 +371,21 @@ if [ -n "$row" ]; then
          "the reused sends (log: ${paths_reused:-none});"
     echo "     'cached-sppln S': from S (inf: never) staging beats" \
          "zero-copy even from registered memory"
-    echo "   - else by size and the model: 'bcopy <A<': one copy through a" \
-         "pre-registered staging"
-    echo "     buffer below A; 'sppln': the superpipeline, copies of chunk" \
-         "i+1 overlapping the put of"
-    echo "     chunk i; '<B< zcopy': register and send zero-copy from B for" \
-         "untouched pages ($(kib "$(cval zcopy_thresh_resident 2>/dev/null)")"
-    echo "     for pages the sender wrote). 'put+notify': each sub-block" \
-         "is a put that notifies the"
-    echo "     receiver, which copies it out as it lands"
+    echo "   - else by size and the model: 'bcopy <A<': one copy through" \
+         "pre-registered staging slots"
+    echo "     below A, each sub-block put once it is copied; 'sppln': the" \
+         "superpipeline, chunks growing"
+    echo "     as C_0 * q^i for what the slots cannot hold at once;" \
+         "'<B< zcopy': register and send"
+    echo "     zero-copy from B for untouched pages" \
+         "($(kib "$(cval zcopy_thresh_resident 2>/dev/null)") for pages the" \
+         "sender wrote). 'put+notify': each"
+    echo "     sub-block is a put that notifies the receiver, which copies" \
+         "it out as it lands"
     echo "   - these first sends: 1 MiB the sender had just written, so" \
-         "copying beats registering:"
+         "copying beats registering, but for"
+    echo "     those posted while every send staging group was in use" \
+         "(tag_bw keeps a window of them):"
     echo "     the per-message log (UCX_LOG_LEVEL=info) says: ${paths_first:-none}"
 fi
 if [ -n "$rvma" ]; then

@@ -754,8 +754,9 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
             eager = (config->path == UCP_SPPLN_PATH_AUTO) &&
                     (length <= spriv->eager_max);
             sw->stats.eager += eager;
-            ucs_info("rndv/sppln req %p: %zu bytes path zcopy%s", req, length,
-                     eager ? ", eager" : "");
+            ucs_info("rndv/sppln req %p: %zu bytes path zcopy%s%s", req, length,
+                     eager ? ", eager" : "",
+                     busy ? ", every send staging group busy" : "");
             ucp_proto_request_select_proto(req,
                                            eager ? &spriv->eager : &spriv->ucx,
                                            length);

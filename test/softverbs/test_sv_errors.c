@@ -620,6 +620,15 @@ static double link_write_time(svt_ep_t *ep, struct ibv_mr *mr, uint8_t *buf,
     return th_time() - t0;
 }
 
+/* Run fn on two ranks under the link model: gbps, lat_us one way */
+static void
+link_run_procs(th_proc_fn_t fn, const char *gbps, const char *lat_us, void *arg)
+{
+    setenv("SOFTVERBS_LINK_GBPS", gbps, 1);
+    setenv("SOFTVERBS_LINK_LAT_US", lat_us, 1);
+    th_run_procs(2, fn, arg);
+}
+
 /* At 1 Gb/s and 200 us: a WRITE never completes before its wire time plus
  * the latency (the model's floor, which load cannot lower), and the fastest
  * of a few comes within half of it (load can delay any one of them: the
@@ -665,9 +674,7 @@ static void link_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 TH_TEST(softverbs, link_model)
 {
     svt_need_device();
-    setenv("SOFTVERBS_LINK_GBPS", "1", 1);
-    setenv("SOFTVERBS_LINK_LAT_US", "200", 1);
-    th_run_procs(2, link_rank, NULL);
+    link_run_procs(link_rank, "1", "200", NULL);
 }
 
 /*
@@ -791,9 +798,7 @@ static void link_send_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 TH_TEST(softverbs, link_model_send_copy_overlaps_latency)
 {
     svt_need_device();
-    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
-    setenv("SOFTVERBS_LINK_LAT_US", LINK_SEND_LAT_US, 1);
-    th_run_procs(2, link_send_rank, NULL);
+    link_run_procs(link_send_rank, LINK_WIRE_GBPS, LINK_SEND_LAT_US, NULL);
 }
 
 /*
@@ -912,9 +917,7 @@ static void link_wire_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
 TH_TEST(softverbs, link_model_wire_time)
 {
     svt_need_device();
-    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
-    setenv("SOFTVERBS_LINK_LAT_US", LINK_WIRE_LAT, 1);
-    th_run_procs(2, link_wire_rank, NULL);
+    link_run_procs(link_wire_rank, LINK_WIRE_GBPS, LINK_WIRE_LAT, NULL);
 }
 
 /* bind the calling process to the rank-th CPU it may run on */
@@ -972,9 +975,7 @@ static void link_run_bound(th_proc_fn_t fn, const char *lat_us, int shared)
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         TH_ASSERT(sh != MAP_FAILED);
     }
-    setenv("SOFTVERBS_LINK_GBPS", LINK_WIRE_GBPS, 1);
-    setenv("SOFTVERBS_LINK_LAT_US", lat_us, 1);
-    th_run_procs(2, fn, sh);
+    link_run_procs(fn, LINK_WIRE_GBPS, lat_us, sh);
     if (shared) {
         munmap(sh, sizeof(*sh));
     }

@@ -43,7 +43,9 @@ typedef struct {
     uint64_t max_posted; /* most puts a transfer had in flight */
     uint64_t puts; /* notified puts (sub-blocks) posted */
     uint64_t thp; /* destinations given transparent huge pages */
-    uint64_t max_ahead; /* most bytes a transfer staged before its RTR */
+    uint64_t max_ahead; /* most bytes a transfer staged before it looked
+                           for its RTR */
+    uint64_t ahead_idle; /* bytes staged while waiting for RTRs */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -1004,7 +1006,9 @@ TH_TEST_TIMEOUT(sppln, many_in_flight_both_ways, 300)
 
 typedef struct {
     sppln_arg_t super;
-    size_t min, max; /* bytes the sender stages before its RTR */
+    size_t min, max; /* bytes the sender stages before it looks for its
+                        RTR */
+    int late; /* the receiver posts its receive this many ms late */
 } sppln_ahead_arg_t;
 
 static void sppln_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
@@ -1012,9 +1016,12 @@ static void sppln_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     const sppln_ahead_arg_t *arg = varg;
     ucp_request_param_t param    = {0};
     const sppln_stats_t *st;
+    uint64_t idle = 0;
     th_ucp_t ucp;
     uint8_t *buf;
+    unsigned i;
     void *req;
+    char go;
 
     sppln_env(arg->super.path, arg->super.tls);
     setenv("UCX_RNDV_SPPLN_SLOT_SIZE", "512k", 1);
@@ -1023,24 +1030,41 @@ static void sppln_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     buf = malloc(SPPLN_AHEAD_SIZE);
     TH_ASSERT(buf != NULL);
-    if (rank == 0) {
-        th_fill_pattern(buf, SPPLN_AHEAD_SIZE, 31);
-        req = ucp_tag_send_nbx(ucp.ep, buf, SPPLN_AHEAD_SIZE, 3, &param);
-    } else {
-        memset(buf, 0, SPPLN_AHEAD_SIZE);
-        req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_AHEAD_SIZE, 3,
-                               (ucp_tag_t)-1, &param);
+    /* the first message sets the endpoint and rndv/sppln up (up to 0.2 s
+     * here), the second is timed by its receiver */
+    for (i = 0; i < 2; ++i) {
+        if (rank == 0) {
+            th_fill_pattern(buf, SPPLN_AHEAD_SIZE, 31 + i);
+            th_oob_recv(oob, 1, &go, 1);
+            st   = ucp_proto_sppln_stats(ucp.worker);
+            idle = (st == NULL) ? 0 : st->ahead_idle;
+            req  = ucp_tag_send_nbx(ucp.ep, buf, SPPLN_AHEAD_SIZE, 3, &param);
+        } else {
+            memset(buf, 0, SPPLN_AHEAD_SIZE);
+            th_oob_send(oob, 0, &go, 1);
+            usleep((i == 1) ? (arg->late * 1000) : 0);
+            req = ucp_tag_recv_nbx(ucp.worker, buf, SPPLN_AHEAD_SIZE, 3,
+                                   (ucp_tag_t)-1, &param);
+        }
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
+        if (rank == 1) {
+            TH_CHECK_PATTERN(buf, SPPLN_AHEAD_SIZE, 31 + i);
+        }
     }
-    TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
-    if (rank == 1) {
-        TH_CHECK_PATTERN(buf, SPPLN_AHEAD_SIZE, 31);
-    } else {
+    if (rank == 0) {
         st = ucp_proto_sppln_stats(ucp.worker);
-        th_log("staged %llu bytes before the RTR (expected %zu-%zu)",
-               (unsigned long long)st->max_ahead, arg->min, arg->max);
-        TH_ASSERT_EQ(st->sent[SP_BCOPY], 1);
+        th_log("staged %llu bytes before looking for the RTR (expected "
+               "%zu-%zu), %llu while waiting for it",
+               (unsigned long long)st->max_ahead, arg->min, arg->max,
+               (unsigned long long)(st->ahead_idle - idle));
+        TH_ASSERT_EQ(st->sent[SP_BCOPY], 2);
         TH_ASSERT(st->max_ahead >= arg->min);
         TH_ASSERT(st->max_ahead <= arg->max);
+        if (arg->late > 0) {
+            /* the rest of the three slots, while the receiver slept */
+            TH_ASSERT_EQ(st->max_ahead + (st->ahead_idle - idle),
+                         3 * 512 * 1024);
+        }
     }
     free(buf);
     th_ucp_flush_barrier(&ucp, oob);
@@ -1051,7 +1075,19 @@ TH_TEST_TIMEOUT(sppln, slow_network_stages_a_round_trip_before_rtr, 120)
 {
     sppln_ahead_arg_t arg = {{"bcopy", "hcr", 0, 0, SPPLN_MODEL_BASE},
                              1,
-                             80000 + (64 * 1024)};
+                             80000 + (64 * 1024),
+                             0};
+
+    sppln_run(sppln_ahead_rank, &arg.super);
+}
+
+/* and stages the rest of its slots while a late receiver keeps the RTR */
+TH_TEST_TIMEOUT(sppln, slow_network_stages_while_rtr_is_late, 120)
+{
+    sppln_ahead_arg_t arg = {{"bcopy", "hcr", 0, 0, SPPLN_MODEL_BASE},
+                             1,
+                             80000 + (64 * 1024),
+                             200};
 
     sppln_run(sppln_ahead_rank, &arg.super);
 }
@@ -1062,7 +1098,8 @@ TH_TEST_TIMEOUT(sppln, fast_network_stages_its_slots_before_rtr, 120)
     sppln_ahead_arg_t arg = {{"bcopy", "hcr", 0, 0,
                               SPPLN_MODEL_BASE "net_bw 5e10\n"},
                              3 * 512 * 1024,
-                             3 * 512 * 1024};
+                             3 * 512 * 1024,
+                             0};
 
     sppln_run(sppln_ahead_rank, &arg.super);
 }

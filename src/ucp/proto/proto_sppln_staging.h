@@ -94,9 +94,11 @@ typedef struct {
     /* receiver: untouched destinations given transparent huge pages
      * (UCX_RNDV_SPPLN_FRESH_THP) */
     uint64_t thp;
-    /* sender: the most bytes a transfer staged before its RTR came
-     * (ucp_sppln_copy_before_rtr()) */
+    /* sender: the most bytes a transfer staged before it looked for its
+     * RTR (ucp_sppln_copy_before_rtr()), and the bytes transfers staged
+     * while they waited for it (ucp_sppln_copy_idle()) */
     uint64_t max_ahead;
+    uint64_t ahead_idle;
 } ucp_sppln_stats_t;
 
 

@@ -153,6 +153,10 @@ typedef struct {
  */
 #define UCP_SPPLN_MAX_POSTED 4
 
+/* Bytes a sender stages per progress call while it waits for its RTR
+ * (ucp_sppln_copy_idle()): about a microsecond of copying */
+#define UCP_SPPLN_IDLE_COPY (16 * UCS_KBYTE)
+
 
 /* The completion of one posted put: it counts for its slot's chunk too */
 typedef struct {
@@ -195,6 +199,8 @@ typedef struct ucp_sppln_xfer {
             size_t copied; /* bytes staged so far */
             size_t ahead_max; /* at most this many before the
                                  RTR (ucp_sppln_copy_before_rtr()) */
+            int ahead_done; /* staged that much, or all it
+                               could, and waits for the RTR */
             size_t sub_size; /* bytes per notified put */
             int cached_check; /* a registered buffer the model
                                                   stages: its time is checked
@@ -206,6 +212,8 @@ typedef struct ucp_sppln_xfer {
             ucp_rkey_h rkey;
             uct_rkey_t tl_rkey;
             uct_worker_cb_id_t copy_cb_id; /* watches engine copies */
+            uct_worker_cb_id_t idle_cb_id; /* stages while the RTR is
+                                              awaited */
             ucs_copy_engine_t *copy_engine; /* or NULL */
         } send;
 

@@ -362,8 +362,8 @@ static ucp_sppln_send_slot_t *ucp_sppln_copy_slot(ucp_sppln_xfer_t *xfer)
  * to the copy engine (UCX_RNDV_SPPLN_COPY_ASYNC), which a full engine turns
  * back into copies by this thread, or at most 'piece' bytes copied by this
  * thread (a sub-block, which the caller puts before it copies the next
- * once the RTR came). Returns the bytes staged or posted to the engine, 0 when no slot is free
- * or everything is staged.
+ * once the RTR came). Returns the bytes staged or posted to the engine, 0
+ * when no slot is free or everything is staged.
  */
 static size_t ucp_sppln_copy_ahead(ucp_request_t *req, size_t piece)
 {

@@ -64,7 +64,7 @@ enum { SP_RMA_BCOPY, SP_RMA_ZCOPY, SP_RMA_STAGED };
 /* Where the automatic choice takes the superpipeline by a model */
 static size_t sppln_sp_thresh(const ucs_calib_derived_t *d)
 {
-    return ucs_max(d->sp_thresh, SPPLN_SLOTS_HOLD + 1);
+    return ucs_calib_sp_from(d, SPPLN_SLOTS_HOLD);
 }
 
 static void sppln_env(const char *path, const char *tls)

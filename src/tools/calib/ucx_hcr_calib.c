@@ -37,10 +37,9 @@ typedef struct {
 } calib_opts_t;
 
 
-/* Where rndv/sppln takes the superpipeline for a first send: from the
- * model's threshold, and above what the three staging slots of a transfer
- * hold (UCX_RNDV_SPPLN_SLOT_SIZE, 1 MiB by default), as
- * ucp_sppln_lane_model_init() sets it */
+/* Where rndv/sppln takes the superpipeline for a first send, as
+ * ucp_sppln_lane_model_init() sets it: above what the three staging slots
+ * of a transfer hold (UCX_RNDV_SPPLN_SLOT_SIZE, 1 MiB by default) */
 static size_t sppln_from(const ucs_calib_derived_t *d)
 {
     const char *env = getenv("UCX_RNDV_SPPLN_SLOT_SIZE");
@@ -49,7 +48,7 @@ static size_t sppln_from(const ucs_calib_derived_t *d)
     if ((env != NULL) && (ucs_str_to_memunits(env, &slot) != UCS_OK)) {
         slot = UCS_MBYTE; /* UCP refuses it, and says so */
     }
-    return ucs_max(d->sp_thresh, (3 * slot) + 1);
+    return ucs_calib_sp_from(d, 3 * slot);
 }
 
 /* the per-message choice of rndv/sppln for a first send (a buffer neither

@@ -775,21 +775,9 @@ void ucp_sppln_lane_model_init(ucp_sppln_lane_model_t *lmodel,
     lmodel->have_model = ucp_sppln_find_model(md_name, &lmodel->model);
     if (lmodel->have_model) {
         ucs_calib_derive(&lmodel->model, &lmodel->derived);
-        /*
-         * A message the staging slots hold goes through one staged copy:
-         * the sender puts each sub-block once it is staged, whatever the
-         * chunk, and never waits for a slot, so the superpipeline's small
-         * first chunks save nothing there and its chunks cost an
-         * acknowledgment each. The model's single copy is not pipelined,
-         * and the superpipeline won from 256 KiB-1 MiB by it; measured
-         * (choice-matrix, fresh, forced paths, two runs), one staged copy
-         * took 86-90 against 101-104 us at 256 KiB on softverbs' default
-         * link and at 100 Gb/s, 106-107 against 110-114 at 25 Gb/s, and
-         * 324-348 against 340-357 at 1 MiB and 100 Gb/s.
-         */
-        lmodel->derived.sp_thresh =
-                ucs_max(lmodel->derived.sp_thresh,
-                        (UCP_SPPLN_NUM_SLOTS * config->slot_size) + 1);
+        /* what a transfer's slots hold goes through one staged copy */
+        lmodel->derived.sp_thresh = ucs_calib_sp_from(
+                &lmodel->derived, UCP_SPPLN_NUM_SLOTS * config->slot_size);
         lmodel->c0       = lmodel->derived.sp_c0;
         lmodel->q        = lmodel->derived.sp_q;
         lmodel->sub_size = lmodel->derived.sp_sub;

@@ -282,6 +282,14 @@ double ucs_calib_reg_time(const ucs_calib_model_t *model, size_t size,
 size_t ucs_calib_sp_first(size_t c0, size_t size);
 
 
+/* Size from which a staged first send takes the superpipeline rather than
+ * one staged copy, for a sender whose staging slots hold @a slots_bytes:
+ * the derived sp_thresh, and never for what the slots hold (see
+ * calib_model.c) */
+size_t
+ucs_calib_sp_from(const ucs_calib_derived_t *derived, size_t slots_bytes);
+
+
 /* A superpipelined sender's copies and puts of @a size bytes, the first
  * chunk's included: composed of the copy and network costs, or from the
  * stage points where the message outgrows the caches */

@@ -214,6 +214,23 @@ size_t ucs_calib_sp_first(size_t c0, size_t size)
     return ucs_max(c0, ucs_align_up(size / UCS_CALIB_SP_FIRST_SHARE, 4096));
 }
 
+/*
+ * A message the staging slots hold goes through one staged copy: the
+ * sender puts each sub-block once it is staged, whatever the chunk, and
+ * never waits for a slot, so the superpipeline's small first chunks save
+ * nothing there and its chunks cost an acknowledgment each. The model's
+ * single copy (ucs_calib_bcopy_time()) is not pipelined, and the
+ * superpipeline won from 256 KiB-1 MiB by it; measured (choice-matrix,
+ * fresh, forced paths, two runs), one staged copy took 86-90 against
+ * 101-104 us at 256 KiB on softverbs' default link and at 100 Gb/s,
+ * 106-107 against 110-114 at 25 Gb/s, and 324-348 against 340-357 at
+ * 1 MiB and 100 Gb/s.
+ */
+size_t ucs_calib_sp_from(const ucs_calib_derived_t *derived, size_t slots_bytes)
+{
+    return ucs_max(derived->sp_thresh, slots_bytes + 1);
+}
+
 static size_t ucs_calib_sp_num_chunks(const ucs_calib_derived_t *derived,
                                       size_t size)
 {

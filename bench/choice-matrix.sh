@@ -28,7 +28,9 @@
 # (size / link bandwidth + latency, as the calibration measured under that
 # link), the receiver's first touch of its pages (faulting in a fresh
 # buffer of the message's size on the receiving rank's core, which every
-# receive into it pays at least: bench/first-touch.c), and the sender's
+# receive into it pays at least: bench/first-touch.c, its whole 2 MiB
+# pieces collapsed into huge pages as rndv/sppln's receiver does unless
+# UCX_RNDV_SPPLN_FRESH_COLLAPSE=n is set), and the sender's
 # copy or registration of its (resident) buffer, as the calibration
 # measured them; plus the latency of the 1-byte answer each message waits
 # for. Each round measures these again after its columns (ucx_hcr_calib -f
@@ -52,6 +54,10 @@ LAT=${CM_LINK_LAT_US:-1}
 bench_prepare
 bench_cc_ucp "$tmp/cm" "$bench_top/bench/choice-matrix.c"
 gcc -O2 -Wall -o "$tmp/first-touch" "$bench_top/bench/first-touch.c"
+touch_args=-c
+if [ "${UCX_RNDV_SPPLN_FRESH_COLLAPSE:-y}" = n ]; then
+    touch_args=
+fi
 # the receiving rank's core (the second one a process may use: ucp_pair.h)
 recv_cpu=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0));
 print(c[min(1, len(c) - 1)])')
@@ -110,7 +116,8 @@ for rep in $(seq "$REPEAT"); do
                     "$UCX_HCR_PREFIX/bin/ucx_hcr_calib" -f -p -d softverbs0 \
                     > "$tmp/calib.$rep.$r.$l.$g"
                 # shellcheck disable=SC2086
-                taskset -c "$recv_cpu" "$tmp/first-touch" $size_args \
+                taskset -c "$recv_cpu" "$tmp/first-touch" $touch_args \
+                    $size_args \
                     > "$tmp/touch.$rep.$r.$l.$g"
             done
         done

@@ -13,10 +13,17 @@
  * 64 MiB), and the calibration's registration of untouched pages stops at
  * 4 MiB.
  *
- * Usage: first-touch [-n reps] -s size [-s size]...
+ * With -c, the pieces of 2 MiB on a huge page boundary that the buffer
+ * holds whole are faulted in as rndv/sppln's receiver does by default
+ * (UCX_RNDV_SPPLN_FRESH_COLLAPSE): the piece's first page, then
+ * MADV_COLLAPSE into one huge page (a piece the kernel refuses is faulted
+ * in small pages); the rest in small pages.
+ *
+ * Usage: first-touch [-c] [-n reps] -s size [-s size]...
  * Prints "size seconds" per size: the median over reps fresh mappings.
  */
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +34,11 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+
+#define FT_HUGE (2ul << 20)
 
 #define FT_MAX_REPS  64
 #define FT_MAX_SIZES 64
@@ -46,24 +58,53 @@ static int ft_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int ft_populate(char *start, char *end)
+{
+    if ((end > start) && (madvise(start, end - start, MADV_POPULATE_WRITE))) {
+        perror("madvise(MADV_POPULATE_WRITE)");
+        return -1;
+    }
+    return 0;
+}
+
+/* fault in [buf, buf + size): whole huge pieces collapsed, the rest in
+ * small pages */
+static int ft_collapse(char *buf, size_t size)
+{
+    char *piece = (char *)(((uintptr_t)buf + FT_HUGE - 1) & ~(FT_HUGE - 1));
+    char *end = buf + size, *done = buf;
+
+    for (; piece + FT_HUGE <= end; piece += FT_HUGE) {
+        if (ft_populate(done, piece + 4096) != 0) {
+            return -1;
+        }
+        done = piece + 4096;
+        if (madvise(piece, FT_HUGE, MADV_COLLAPSE) == 0) {
+            done = piece + FT_HUGE;
+        }
+    }
+    return ft_populate(done, end);
+}
+
 /* seconds to fault in a fresh mapping of size bytes, or a negative value */
-static double ft_once(size_t size)
+static double ft_once(size_t size, int collapse)
 {
     void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     double t;
+    int ret;
 
     if (buf == MAP_FAILED) {
         perror("mmap");
         return -1;
     }
-    t = ft_now();
-    if (madvise(buf, size, MADV_POPULATE_WRITE) != 0) {
-        perror("madvise(MADV_POPULATE_WRITE)");
+    t   = ft_now();
+    ret = collapse ? ft_collapse(buf, size) : ft_populate(buf, buf + size);
+    t   = ft_now() - t;
+    if (ret != 0) {
         munmap(buf, size);
         return -1;
     }
-    t = ft_now() - t;
     munmap(buf, size);
     return t;
 }
@@ -72,10 +113,13 @@ int main(int argc, char **argv)
 {
     size_t sizes[FT_MAX_SIZES];
     double t[FT_MAX_REPS];
-    int reps = 5, n_sizes = 0, c, i, r;
+    int reps = 5, n_sizes = 0, collapse = 0, c, i, r;
 
-    while ((c = getopt(argc, argv, "n:s:")) != -1) {
+    while ((c = getopt(argc, argv, "cn:s:")) != -1) {
         switch (c) {
+        case 'c':
+            collapse = 1;
+            break;
         case 'n':
             reps = atoi(optarg);
             break;
@@ -90,14 +134,15 @@ int main(int argc, char **argv)
         }
     }
     if ((n_sizes == 0) || (reps < 1) || (reps > FT_MAX_REPS)) {
-        fprintf(stderr, "usage: %s [-n reps (1..%d)] -s size [-s size]...\n",
+        fprintf(stderr,
+                "usage: %s [-c] [-n reps (1..%d)] -s size [-s size]...\n",
                 argv[0], FT_MAX_REPS);
         return 2;
     }
 
     for (i = 0; i < n_sizes; ++i) {
         for (r = 0; r < reps; ++r) {
-            t[r] = ft_once(sizes[i]);
+            t[r] = ft_once(sizes[i], collapse);
             if (t[r] < 0) {
                 return 1;
             }

@@ -43,6 +43,9 @@ typedef struct {
     uint64_t max_posted; /* most puts a transfer had in flight */
     uint64_t puts; /* notified puts (sub-blocks) posted */
     uint64_t thp; /* destinations given transparent huge pages */
+    uint64_t collapsed; /* pieces collapsed into huge pages */
+    uint64_t collapse_failed; /* collapses the kernel refused */
+    uint64_t collapse_slow; /* collapses slower than small pages */
     uint64_t max_ahead; /* most bytes a transfer staged before it looked
                            for its RTR */
     uint64_t ahead_idle; /* bytes staged while waiting for RTRs */
@@ -689,28 +692,80 @@ static unsigned long sppln_anon_huge_kb(const void *addr, size_t len)
     return total;
 }
 
-/*
- * With UCX_RNDV_SPPLN_FRESH_THP=y, a staged message into an untouched
- * buffer whose 8 MiB start on a huge page boundary asks for transparent
- * huge pages once, and (where the kernel offers them) lands in them; the
- * bytes are all there. With n (the default) it asks nothing, and where the
- * kernel gives huge pages only on request, none back the buffer.
- */
-static void sppln_thp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+/* Mappings of this process that overlap [addr, addr + len) */
+static unsigned sppln_vmas(const void *addr, size_t len)
 {
-    const int *thp    = varg;
-    const char *mode  = sppln_thp_mode();
-    const size_t size = 8 * SPPLN_MB;
+    uintptr_t lo = (uintptr_t)addr, hi = lo + len, start, end;
+    unsigned count = 0;
+    char line[512];
+    FILE *f;
+
+    f = fopen("/proc/self/maps", "r");
+    TH_ASSERT(f != NULL);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if ((sscanf(line, "%lx-%lx ", &start, &end) == 2) && (start < hi) &&
+            (end > lo)) {
+            ++count;
+        }
+    }
+    fclose(f);
+    return count;
+}
+
+/* Whether this kernel collapses an anonymous piece with one page into a
+ * huge page (MADV_COLLAPSE, Linux 6.1, transparent huge pages not "never") */
+static int sppln_can_collapse(void)
+{
+    size_t map_len;
+    uint8_t *map   = sppln_map(2 * SPPLN_THP_SIZE, &map_len);
+    uint8_t *piece = (uint8_t *)ucs_align_up((uintptr_t)map, SPPLN_THP_SIZE);
+    int ok;
+
+    piece[0] = 1;
+    ok       = (madvise(piece, SPPLN_THP_SIZE, 25 /* MADV_COLLAPSE */) == 0);
+    munmap(map, map_len);
+    return ok;
+}
+
+typedef enum {
+    SPPLN_HUGE_THP, /* UCX_RNDV_SPPLN_FRESH_THP=y */
+    SPPLN_HUGE_COLLAPSE, /* the defaults */
+    SPPLN_HUGE_NONE /* UCX_RNDV_SPPLN_FRESH_COLLAPSE=n */
+} sppln_huge_mode_t;
+
+/*
+ * A staged message of 8 MiB into an untouched buffer that starts on a huge
+ * page boundary, in its own mapping 2 MiB longer:
+ *  - with UCX_RNDV_SPPLN_FRESH_THP=y, the receiver asks for transparent
+ *    huge pages once, and (where the kernel offers them) the message lands
+ *    in them; the flag splits the mapping;
+ *  - by default, it collapses the four pieces into huge pages (where the
+ *    kernel can) and leaves the mapping whole: one mapping still covers
+ *    the buffer;
+ *  - with UCX_RNDV_SPPLN_FRESH_COLLAPSE=n too, it does neither, and where
+ *    the kernel gives huge pages only on request, none back the buffer.
+ * The bytes are all there every time.
+ */
+static void sppln_huge_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_huge_mode_t *mode = varg;
+    const char *kmode             = sppln_thp_mode();
+    const size_t size             = 8 * SPPLN_MB;
     const sppln_stats_t *st;
+    uint64_t thp, collapsed, failed, slow;
     unsigned long huge_kb;
-    uint64_t before;
+    unsigned vmas;
     size_t map_len;
     uint8_t *map, *buf;
     th_ucp_t ucp;
+    int can;
 
     (void)nprocs;
     sppln_env("sppln", "hcr");
-    setenv("UCX_RNDV_SPPLN_FRESH_THP", *thp ? "y" : "n", 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_THP", (*mode == SPPLN_HUGE_THP) ? "y" : "n",
+           1);
+    setenv("UCX_RNDV_SPPLN_FRESH_COLLAPSE",
+           (*mode == SPPLN_HUGE_NONE) ? "n" : "y", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     map = sppln_map(size + SPPLN_THP_SIZE, &map_len);
@@ -719,25 +774,66 @@ static void sppln_thp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         th_fill_pattern(buf, size, 31);
         sppln_send_to_posted(&ucp, oob, buf, size, 0x960);
     } else {
-        st     = ucp_proto_sppln_stats(ucp.worker);
-        before = (st == NULL) ? 0 : st->thp;
+        can       = sppln_can_collapse();
+        st        = ucp_proto_sppln_stats(ucp.worker);
+        thp       = (st == NULL) ? 0 : st->thp;
+        collapsed = (st == NULL) ? 0 : st->collapsed;
+        failed    = (st == NULL) ? 0 : st->collapse_failed;
+        slow      = (st == NULL) ? 0 : st->collapse_slow;
         sppln_recv_posted(&ucp, oob, buf, size, 0x960);
         TH_CHECK_PATTERN(buf, size, 31);
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT(st != NULL);
         huge_kb = sppln_anon_huge_kb(buf, size);
-        th_log("FRESH_THP=%s, kernel mode %s: %llu asked, %lu KiB in huge "
-               "pages",
-               *thp ? "y" : "n", (mode != NULL) ? mode : "none",
-               (unsigned long long)(st->thp - before), huge_kb);
-        if (*thp && (mode != NULL) && strcmp(mode, "never")) {
-            TH_ASSERT_EQ(st->thp - before, 1);
-            TH_ASSERT_GT(huge_kb, 0);
-        } else if (!*thp) {
-            TH_ASSERT_EQ(st->thp, before);
-            if ((mode != NULL) && !strcmp(mode, "madvise")) {
+        vmas    = sppln_vmas(map, map_len);
+        th_log("mode %d, kernel mode %s, MADV_COLLAPSE %s: thp %llu, "
+               "collapsed %llu, failed %llu, slow %llu, %lu KiB in huge "
+               "pages, %u mappings",
+               (int)*mode, (kmode != NULL) ? kmode : "none",
+               can ? "works" : "refused", (unsigned long long)(st->thp - thp),
+               (unsigned long long)(st->collapsed - collapsed),
+               (unsigned long long)(st->collapse_failed - failed),
+               (unsigned long long)(st->collapse_slow - slow), huge_kb, vmas);
+        switch (*mode) {
+        case SPPLN_HUGE_THP:
+            TH_ASSERT_EQ(st->thp - thp, 1);
+            TH_ASSERT_EQ(st->collapsed, collapsed);
+            if ((kmode != NULL) && strcmp(kmode, "never")) {
+                TH_ASSERT_GT(huge_kb, 0);
+                TH_ASSERT_GT(vmas, 1);
+            }
+            break;
+        case SPPLN_HUGE_COLLAPSE:
+            TH_ASSERT_EQ(st->thp, thp);
+            if (can) {
+                /* every piece, unless three slow collapses in a row ended
+                 * them (a collapse drains the kernel's per-CPU page lists
+                 * first, which waits for the other core) */
+                if ((st->collapse_slow - slow) < 3) {
+                    TH_ASSERT_EQ(st->collapsed - collapsed,
+                                 size / SPPLN_THP_SIZE);
+                } else {
+                    TH_ASSERT_GE(st->collapsed - collapsed, 3);
+                }
+                TH_ASSERT_EQ(st->collapse_failed, failed);
+                TH_ASSERT_EQ(huge_kb, (st->collapsed - collapsed) *
+                                              (SPPLN_THP_SIZE / 1024));
+            } else {
+                /* the first refusal ends collapses in the worker */
+                TH_ASSERT_EQ(st->collapsed, collapsed);
+                TH_ASSERT_EQ(st->collapse_failed - failed, 1);
+            }
+            TH_ASSERT_EQ(vmas, 1);
+            break;
+        case SPPLN_HUGE_NONE:
+            TH_ASSERT_EQ(st->thp, thp);
+            TH_ASSERT_EQ(st->collapsed, collapsed);
+            TH_ASSERT_EQ(st->collapse_failed, failed);
+            if ((kmode != NULL) && !strcmp(kmode, "madvise")) {
                 TH_ASSERT_EQ(huge_kb, 0);
             }
+            TH_ASSERT_EQ(vmas, 1);
+            break;
         }
     }
     munmap(map, map_len);
@@ -745,14 +841,14 @@ static void sppln_thp_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_cleanup(&ucp);
 }
 
-TH_TEST_TIMEOUT(sppln, fresh_destination_thp, 120)
+TH_TEST_TIMEOUT(sppln, fresh_destination_huge_pages, 120)
 {
-    int thp = 1;
+    sppln_huge_mode_t mode;
 
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
-    th_run_procs(2, sppln_thp_rank, &thp);
-    thp = 0;
-    th_run_procs(2, sppln_thp_rank, &thp);
+    for (mode = SPPLN_HUGE_THP; mode <= SPPLN_HUGE_NONE; ++mode) {
+        th_run_procs(2, sppln_huge_rank, &mode);
+    }
 }
 
 /* ---- active messages ------------------------------------------------- */
@@ -1449,7 +1545,7 @@ static void sppln_rma_check_sizes(const uint8_t *region)
 static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_rma_arg_t *arg = varg;
-    size_t n = ucs_static_array_size(sppln_rma_sizes);
+    size_t n                   = ucs_static_array_size(sppln_rma_sizes);
     ucp_request_param_t param  = {0};
     const sppln_stats_t *st;
     size_t i, off, len, map_len, map_len2;

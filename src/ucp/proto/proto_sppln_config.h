@@ -60,6 +60,9 @@ typedef struct {
     int fresh_thp; /* receiver: ask for transparent huge
                                             pages where the message fills
                                             them */
+    int fresh_collapse; /* receiver: have the kernel build
+                                            a huge page for each piece the
+                                            message fills whole */
 } ucp_sppln_config_t;
 
 

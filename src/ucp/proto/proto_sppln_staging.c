@@ -139,6 +139,7 @@ static ucs_status_t ucp_sppln_worker_create(ucp_worker_h worker)
     sw->worker          = worker;
     sw->slot_size       = config->slot_size;
     sw->fresh_copy      = config->fresh_copy;
+    sw->fresh_collapse  = config->fresh_collapse;
     sw->next_generation = 1;
 
     status = ucs_mpool_init(&sw->xfer_mp, 0, sizeof(ucp_sppln_xfer_t), 0,

@@ -94,6 +94,12 @@ typedef struct {
     /* receiver: untouched destinations given transparent huge pages
      * (UCX_RNDV_SPPLN_FRESH_THP) */
     uint64_t thp;
+    /* receiver: pieces of untouched destinations collapsed into huge
+     * pages (UCX_RNDV_SPPLN_FRESH_COLLAPSE), collapses the kernel refused,
+     * and collapses slower than the pieces' faults in small pages */
+    uint64_t collapsed;
+    uint64_t collapse_failed;
+    uint64_t collapse_slow;
     /* sender: the most bytes a transfer staged before it looked for its
      * RTR (ucp_sppln_copy_before_rtr()), and the bytes transfers staged
      * while they waited for it (ucp_sppln_copy_idle()) */
@@ -138,6 +144,11 @@ typedef struct ucp_sppln_worker {
     int copy_engine_failed; /* do not try again */
     ucp_sppln_fresh_t fresh_copy; /* receiver: how it copies into
                                             untouched pages, after fallbacks */
+    int fresh_collapse; /* receiver: collapses pieces of
+                                            untouched pages, until the
+                                            kernel refuses or is slow */
+    unsigned collapse_slow; /* receiver: collapses in a row that
+                                            took longer than small pages */
     ucp_sppln_rma_group_t rma[UCP_SPPLN_MAX_GROUPS]; /* staged puts */
 } ucp_sppln_worker_t;
 

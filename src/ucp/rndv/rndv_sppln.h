@@ -153,6 +153,10 @@ typedef struct {
  */
 #define UCP_SPPLN_MAX_POSTED 4
 
+/* Collapses in a row slower than faults in small pages that end a
+ * worker's collapses (ucp_sppln_recv_collapse()) */
+#define UCP_SPPLN_COLLAPSE_SLOW_MAX 3
+
 /* Bytes a sender stages per progress call while it waits for its RTR
  * (ucp_sppln_copy_idle()): about a microsecond of copying */
 #define UCP_SPPLN_IDLE_COPY (16 * UCS_KBYTE)

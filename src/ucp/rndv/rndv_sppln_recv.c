@@ -24,6 +24,9 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older C libraries lack it */
 #endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
 
 
 /*
@@ -47,6 +50,8 @@ typedef struct {
     int populate_ahead; /* fault in what the sender may put
                                     before an ACK, not just its first chunk
                                     (ucp_sppln_recv_populate()) */
+    ucs_time_t collapse_max; /* a collapse that takes longer stops them
+                                (ucp_sppln_recv_collapse()); 0: untimed */
 } ucp_sppln_recv_priv_t;
 
 
@@ -294,25 +299,135 @@ static void ucp_sppln_recv_check_fresh(ucp_request_t *req)
     }
 }
 
+/*
+ * The size of the huge pages a piece of the destination at byte offset may
+ * be collapsed into (UCX_RNDV_SPPLN_FRESH_COLLAPSE), or 0 where the piece
+ * there is not one: it must start on a huge page boundary, and the message
+ * must fill it whole, since a huge page is memory the application would
+ * not have used otherwise where the message does not write all of it. With
+ * UCX_RNDV_SPPLN_FRESH_THP, such pieces fault in as huge pages already.
+ */
+static size_t ucp_sppln_recv_piece(ucp_request_t *req, size_t offset)
+{
+    ucp_worker_h worker = req->send.ep->worker;
+    uintptr_t addr = (uintptr_t)req->send.state.dt_iter.type.contig.buffer +
+                     offset;
+    ssize_t huge = ucs_get_huge_page_size();
+
+    if (!worker->sppln->fresh_collapse ||
+        worker->context->config.sppln.fresh_thp || (huge <= 0) ||
+        (addr % huge) || ((offset + huge) > req->send.state.dt_iter.length)) {
+        return 0;
+    }
+    return huge;
+}
+
+/*
+ * Fault in a piece of an untouched destination as one transparent huge
+ * page: the kernel collapses only a range that has a page already, so the
+ * first page is faulted in, then the piece is collapsed. The mapping's
+ * flags stay as they were (MADV_HUGEPAGE would split the mapping around
+ * the piece, and the flag would outlive the buffer). Collapsing allocates
+ * a huge page the way a fault under MADV_HUGEPAGE does, which may compact
+ * memory. Collapses end in this worker when the kernel refuses one for a
+ * reason other than a page it cannot move now, or when several in a row
+ * take longer than the calibration's faults of the piece in small pages
+ * (one slow collapse may be the process losing its core meanwhile).
+ * Returns 1 when the piece is in a huge page.
+ */
+static int ucp_sppln_recv_collapse(ucp_request_t *req, void *piece, size_t huge)
+{
+    const ucp_sppln_recv_priv_t *rpriv = req->send.proto_config->priv;
+    ucp_sppln_worker_t *sw             = req->send.ep->worker->sppln;
+    ucs_time_t start                   = ucs_get_time();
+    const char *what;
+    ucs_time_t elapsed;
+    int err;
+
+    if (madvise(piece, ucs_get_page_size(), MADV_POPULATE_WRITE) != 0) {
+        what = "MADV_POPULATE_WRITE";
+        goto err;
+    }
+    if (madvise(piece, huge, MADV_COLLAPSE) != 0) {
+        what = "MADV_COLLAPSE";
+        goto err;
+    }
+
+    ++sw->stats.collapsed;
+    elapsed = ucs_get_time() - start;
+    if ((rpriv->collapse_max == 0) || (elapsed <= rpriv->collapse_max)) {
+        sw->collapse_slow = 0;
+        return 1;
+    }
+
+    ++sw->stats.collapse_slow;
+    if (++sw->collapse_slow >= UCP_SPPLN_COLLAPSE_SLOW_MAX) {
+        ucs_diag("rndv/sppln: collapsing %zu bytes into a huge page took "
+                 "%.0f us, longer than faulting them in, %u times in a row; "
+                 "no more collapses in this worker",
+                 huge, ucs_time_to_usec(elapsed), sw->collapse_slow);
+        sw->fresh_collapse = 0;
+    }
+    return 1;
+
+err:
+    err = errno;
+    ++sw->stats.collapse_failed;
+    ucs_debug("rndv/sppln req %p: madvise(%s, %p, %zu) failed: %s", req, what,
+              piece, huge, strerror(err));
+    if (err != EAGAIN) {
+        /* a kernel without it (EINVAL), transparent huge pages disabled or
+         * not for this mapping (EINVAL), no huge page to be had (ENOMEM) */
+        sw->fresh_collapse = 0;
+    }
+    return 0;
+}
+
 /* Fault in the destination's pages up to byte end (from the part done
- * already); on failure nothing more is faulted in ahead */
+ * already): the pieces a huge page can back as one each, the rest in small
+ * pages; on failure nothing more is faulted in ahead */
 static void ucp_sppln_recv_populate_to(ucp_request_t *req, size_t end)
 {
     ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
     void *buffer           = req->send.state.dt_iter.type.contig.buffer;
     size_t page            = ucs_get_page_size();
+    ssize_t huge_size      = ucs_get_huge_page_size();
     uintptr_t start, stop;
+    size_t huge, next;
 
-    start = ucs_align_down((uintptr_t)buffer + xfer->recv.populated, page);
-    stop  = ucs_align_up((uintptr_t)buffer + end, page);
-    if (madvise((void *)start, stop - start, MADV_POPULATE_WRITE) != 0) {
-        ucs_debug("rndv/sppln req %p: madvise(MADV_POPULATE_WRITE, %p, %zu) "
-                  "failed: %s",
-                  req, (void *)start, stop - start, strerror(errno));
-        xfer->recv.populate_end = xfer->recv.populated;
-        return;
+    while (xfer->recv.populated < end) {
+        huge = ucp_sppln_recv_piece(req, xfer->recv.populated);
+        if ((huge != 0) &&
+            ucp_sppln_recv_collapse(req,
+                                    UCS_PTR_BYTE_OFFSET(buffer,
+                                                        xfer->recv.populated),
+                                    huge)) {
+            xfer->recv.populated += huge;
+            continue;
+        }
+
+        /* small pages up to end, or up to a piece that may be collapsed */
+        stop = (uintptr_t)buffer + end;
+        if (huge_size > 0) {
+            next = ucs_align_up((uintptr_t)buffer + xfer->recv.populated + 1,
+                                (size_t)huge_size) -
+                   (uintptr_t)buffer;
+            if ((next < end) && (ucp_sppln_recv_piece(req, next) != 0)) {
+                stop = (uintptr_t)buffer + next;
+            }
+        }
+
+        start = ucs_align_down((uintptr_t)buffer + xfer->recv.populated, page);
+        stop  = ucs_align_up(stop, page);
+        if (madvise((void *)start, stop - start, MADV_POPULATE_WRITE) != 0) {
+            ucs_debug("rndv/sppln req %p: madvise(MADV_POPULATE_WRITE, %p, "
+                      "%zu) failed: %s",
+                      req, (void *)start, stop - start, strerror(errno));
+            xfer->recv.populate_end = xfer->recv.populated;
+            return;
+        }
+        xfer->recv.populated = ucs_min(stop - (uintptr_t)buffer, end);
     }
-    xfer->recv.populated = end;
 }
 
 /*
@@ -752,7 +867,11 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
     ucp_context_h context        = init_params->worker->context;
     ucp_sppln_recv_priv_t *rpriv = init_params->priv;
     ucp_proto_caps_t *caps       = init_params->caps;
-    ucp_rsc_index_t rsc_index;
+    ucp_rsc_index_t rsc_index, md_index;
+    ucs_calib_model_t model;
+    double collapse_time;
+    const char *md_name;
+    ssize_t huge_size;
 
     if (init_params->select_param->op_id != UCP_OP_ID_RNDV_RECV_STAGED) {
         return UCS_ERR_UNSUPPORTED;
@@ -764,8 +883,18 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
         return UCS_ERR_UNSUPPORTED;
     }
     rsc_index = init_params->ep_config_key->lanes[rpriv->lane].rsc_index;
-    rpriv->populate_ahead = ucp_sppln_recv_bound(
-            context->tl_mds[context->tl_rscs[rsc_index].md_index].rsc.md_name);
+    md_index  = context->tl_rscs[rsc_index].md_index;
+    md_name   = context->tl_mds[md_index].rsc.md_name;
+    rpriv->populate_ahead = ucp_sppln_recv_bound(md_name);
+    rpriv->collapse_max   = 0;
+    huge_size             = ucs_get_huge_page_size();
+    if (ucp_sppln_find_model(md_name, &model) && (huge_size > 0)) {
+        /* the piece's faults in small pages, by the calibration */
+        collapse_time = ucs_linear_func_apply(model.copy_fault, huge_size);
+        if (collapse_time > 0) {
+            rpriv->collapse_max = ucs_time_from_sec(collapse_time);
+        }
+    }
 
     caps->cfg_thresh                                 = UCS_MEMUNITS_AUTO;
     caps->cfg_priority                               = 0;

@@ -29,8 +29,8 @@
 # link), the receiver's first touch of its pages (faulting in a fresh
 # buffer of the message's size on the receiving rank's core, which every
 # receive into it pays at least: bench/first-touch.c, its whole 2 MiB
-# pieces collapsed into huge pages as rndv/sppln's receiver does unless
-# UCX_RNDV_SPPLN_FRESH_COLLAPSE=n is set), and the sender's
+# pieces collapsed into huge pages as rndv/sppln's receiver does where
+# UCX_RNDV_SPPLN_FRESH_COLLAPSE=y is set), and the sender's
 # copy or registration of its (resident) buffer, as the calibration
 # measured them; plus the latency of the 1-byte answer each message waits
 # for. Each round measures these again after its columns (ucx_hcr_calib -f
@@ -54,9 +54,9 @@ LAT=${CM_LINK_LAT_US:-1}
 bench_prepare
 bench_cc_ucp "$tmp/cm" "$bench_top/bench/choice-matrix.c"
 gcc -O2 -Wall -o "$tmp/first-touch" "$bench_top/bench/first-touch.c"
-touch_args=-c
-if [ "${UCX_RNDV_SPPLN_FRESH_COLLAPSE:-y}" = n ]; then
-    touch_args=
+touch_args=
+if [ "${UCX_RNDV_SPPLN_FRESH_COLLAPSE:-n}" = y ]; then
+    touch_args=-c
 fi
 # the receiving rank's core (the second one a process may use: ucp_pair.h)
 recv_cpu=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0));

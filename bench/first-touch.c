@@ -14,8 +14,8 @@
  * 4 MiB.
  *
  * With -c, the pieces of 2 MiB on a huge page boundary that the buffer
- * holds whole are faulted in as rndv/sppln's receiver does by default
- * (UCX_RNDV_SPPLN_FRESH_COLLAPSE): the piece's first page, then
+ * holds whole are faulted in as rndv/sppln's receiver does with
+ * UCX_RNDV_SPPLN_FRESH_COLLAPSE=y: the piece's first page, then
  * MADV_COLLAPSE into one huge page (a piece the kernel refuses is faulted
  * in small pages); the rest in small pages.
  *

@@ -232,7 +232,7 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "is always, large buffers get huge pages without it.",
          ucs_offsetof(ucp_sppln_config_t, fresh_thp), UCS_CONFIG_TYPE_BOOL},
 
-        {"RNDV_SPPLN_FRESH_COLLAPSE", "y",
+        {"RNDV_SPPLN_FRESH_COLLAPSE", "n",
          "Whether the receiver of a staged message into a buffer whose pages\n"
          "were never touched faults in each 2 MiB-aligned piece that the\n"
          "message fills whole as one transparent huge page: it faults in the\n"
@@ -243,11 +243,15 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "UCX_RNDV_SPPLN_FRESH_THP it leaves the mapping's flags alone, so\n"
          "the mapping is not split and nothing outlives the buffer; the\n"
          "message writes every byte of the piece, so the application's\n"
-         "memory does not grow. A worker stops collapsing when the kernel\n"
-         "refuses (transparent_hugepage set to never, a kernel without it)\n"
-         "or when a collapse takes longer than the calibration says the\n"
-         "piece's faults in small pages would (a kernel that compacts memory\n"
-         "to find a huge page).",
+         "memory does not grow. It is off by default because a collapse may\n"
+         "wait for work the kernel queues on the other cores, which a core\n"
+         "that busy-polls in user space runs only at its next tick (4 ms on\n"
+         "the benches' VM, where a 16 MiB message takes 3). A collapse that\n"
+         "takes longer than the calibration says the piece's faults in small\n"
+         "pages would leaves the rest of its message and the next few to\n"
+         "small pages, twice as many after each slow one in a row, at most\n"
+         "64; a worker stops collapsing when the kernel refuses\n"
+         "(transparent_hugepage set to never, a kernel without it).",
          ucs_offsetof(ucp_sppln_config_t, fresh_collapse),
          UCS_CONFIG_TYPE_BOOL},
 

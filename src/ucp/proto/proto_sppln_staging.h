@@ -146,9 +146,11 @@ typedef struct ucp_sppln_worker {
                                             untouched pages, after fallbacks */
     int fresh_collapse; /* receiver: collapses pieces of
                                             untouched pages, until the
-                                            kernel refuses or is slow */
-    unsigned collapse_slow; /* receiver: collapses in a row that
-                                            took longer than small pages */
+                                            kernel refuses */
+    unsigned collapse_backoff; /* receiver: transfers without
+                                            collapses after the next slow
+                                            one */
+    unsigned collapse_skip; /* ... and those left now */
     ucp_sppln_rma_group_t rma[UCP_SPPLN_MAX_GROUPS]; /* staged puts */
 } ucp_sppln_worker_t;
 

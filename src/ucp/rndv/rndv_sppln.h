@@ -153,9 +153,9 @@ typedef struct {
  */
 #define UCP_SPPLN_MAX_POSTED 4
 
-/* Collapses in a row slower than faults in small pages that end a
- * worker's collapses (ucp_sppln_recv_collapse()) */
-#define UCP_SPPLN_COLLAPSE_SLOW_MAX 3
+/* Most receive transfers into untouched destinations that a worker makes
+ * without collapses after collapses were slow (ucp_sppln_recv_collapse()) */
+#define UCP_SPPLN_COLLAPSE_BACKOFF_MAX 64
 
 /* Bytes a sender stages per progress call while it waits for its RTR
  * (ucp_sppln_copy_idle()): about a microsecond of copying */
@@ -233,6 +233,8 @@ typedef struct ucp_sppln_xfer {
             int rtr_sent;
             int fresh; /* the destination was not
                                                  resident */
+            int collapse; /* its whole huge pieces are
+                                                 collapsed */
             size_t populated; /* its first bytes, faulted in
                                                  after the RTR */
             size_t populate_end; /* ... up to here, a piece at
@@ -247,22 +249,25 @@ typedef struct ucp_sppln_xfer {
  * that the test harness can check that a peer detects each one and fails
  * the transfer with a clear error: a peer is never trusted. */
 enum {
-    UCP_SPPLN_FAULT_DUP_SUB   = UCS_BIT(0), /* sender: the first sub-block
+    UCP_SPPLN_FAULT_DUP_SUB       = UCS_BIT(0), /* sender: the first sub-block
                                                of the last chunk again, in
                                                place of its second */
-    UCP_SPPLN_FAULT_SHORT_SUB = UCS_BIT(1), /* sender: the last sub-block
+    UCP_SPPLN_FAULT_SHORT_SUB     = UCS_BIT(1), /* sender: the last sub-block
                                                one byte short */
-    UCP_SPPLN_FAULT_DUP_RTR   = UCS_BIT(2), /* receiver: the RTR twice */
-    UCP_SPPLN_FAULT_SHORT_RTR = UCS_BIT(3), /* receiver: an RTR without its
+    UCP_SPPLN_FAULT_DUP_RTR       = UCS_BIT(2), /* receiver: the RTR twice */
+    UCP_SPPLN_FAULT_SHORT_RTR     = UCS_BIT(3), /* receiver: an RTR without its
                                                rkey */
-    UCP_SPPLN_FAULT_DUP_ACK   = UCS_BIT(4), /* receiver: the first ACK
+    UCP_SPPLN_FAULT_DUP_ACK       = UCS_BIT(4), /* receiver: the first ACK
                                                twice */
-    UCP_SPPLN_FAULT_ACK_AHEAD = UCS_BIT(5), /* receiver: the first ACK names
+    UCP_SPPLN_FAULT_ACK_AHEAD     = UCS_BIT(5), /* receiver: the first ACK names
                                                a chunk not sent yet */
-    UCP_SPPLN_FAULT_FOREIGN   = UCS_BIT(6) /* sender: the first sub-block
+    UCP_SPPLN_FAULT_FOREIGN       = UCS_BIT(6), /* sender: the first sub-block
                                                notified with another
                                                generation (a transfer it
                                                does not own) */
+    UCP_SPPLN_FAULT_SLOW_COLLAPSE = UCS_BIT(7) /* receiver: the next
+                                                  collapse counts as slower
+                                                  than small pages */
 };
 
 /* Set by ucp_proto_sppln_test_fault(); 0 outside the test harness */

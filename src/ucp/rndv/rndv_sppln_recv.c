@@ -314,7 +314,8 @@ static size_t ucp_sppln_recv_piece(ucp_request_t *req, size_t offset)
                      offset;
     ssize_t huge = ucs_get_huge_page_size();
 
-    if (!worker->sppln->fresh_collapse ||
+    if (!req->send.rndv.sppln_xfer->recv.collapse ||
+        !worker->sppln->fresh_collapse ||
         worker->context->config.sppln.fresh_thp || (huge <= 0) ||
         (addr % huge) || ((offset + huge) > req->send.state.dt_iter.length)) {
         return 0;
@@ -329,10 +330,14 @@ static size_t ucp_sppln_recv_piece(ucp_request_t *req, size_t offset)
  * flags stay as they were (MADV_HUGEPAGE would split the mapping around
  * the piece, and the flag would outlive the buffer). Collapsing allocates
  * a huge page the way a fault under MADV_HUGEPAGE does, which may compact
- * memory. Collapses end in this worker when the kernel refuses one for a
- * reason other than a page it cannot move now, or when several in a row
- * take longer than the calibration's faults of the piece in small pages
- * (one slow collapse may be the process losing its core meanwhile).
+ * memory, and it may wait for work it queues on the other cores (a core
+ * that busy-polls in user space runs it at its next tick, 4 ms later on
+ * the benches' VM). Collapses end in this worker when the kernel refuses
+ * one for a reason other than a page it cannot move now. A collapse that
+ * takes longer than the calibration's faults of the piece in small pages
+ * ends collapses for the rest of its transfer and for as many of the next
+ * transfers as the slow collapses in a row have doubled to, so that a busy
+ * period costs few such waits and the worker tries again after it.
  * Returns 1 when the piece is in a huge page.
  */
 static int ucp_sppln_recv_collapse(ucp_request_t *req, void *piece, size_t huge)
@@ -355,19 +360,22 @@ static int ucp_sppln_recv_collapse(ucp_request_t *req, void *piece, size_t huge)
 
     ++sw->stats.collapsed;
     elapsed = ucs_get_time() - start;
-    if ((rpriv->collapse_max == 0) || (elapsed <= rpriv->collapse_max)) {
-        sw->collapse_slow = 0;
+    if (((rpriv->collapse_max == 0) || (elapsed <= rpriv->collapse_max)) &&
+        !ucp_sppln_fault_take(UCP_SPPLN_FAULT_SLOW_COLLAPSE)) {
+        sw->collapse_backoff = 0;
         return 1;
     }
 
+    /* the rest of this transfer, and the next few, in small pages */
     ++sw->stats.collapse_slow;
-    if (++sw->collapse_slow >= UCP_SPPLN_COLLAPSE_SLOW_MAX) {
-        ucs_diag("rndv/sppln: collapsing %zu bytes into a huge page took "
-                 "%.0f us, longer than faulting them in, %u times in a row; "
-                 "no more collapses in this worker",
-                 huge, ucs_time_to_usec(elapsed), sw->collapse_slow);
-        sw->fresh_collapse = 0;
-    }
+    req->send.rndv.sppln_xfer->recv.collapse = 0;
+    sw->collapse_backoff = ucs_min(ucs_max(1u, sw->collapse_backoff * 2),
+                                   UCP_SPPLN_COLLAPSE_BACKOFF_MAX);
+    sw->collapse_skip    = sw->collapse_backoff;
+    ucs_debug("rndv/sppln req %p: collapsing %zu bytes took %.0f us, longer "
+              "than faulting them in; the next %u transfers fault in small "
+              "pages",
+              req, huge, ucs_time_to_usec(elapsed), sw->collapse_skip);
     return 1;
 
 err:
@@ -530,6 +538,12 @@ static void ucp_sppln_recv_populate(ucp_request_t *req)
     if (!xfer->recv.fresh || (sw->fresh_copy == UCP_SPPLN_FRESH_FAULT) ||
         (xfer->recv.slot[0].length == 0)) {
         return;
+    }
+
+    if (sw->collapse_skip > 0) {
+        --sw->collapse_skip;
+    } else {
+        xfer->recv.collapse = sw->fresh_collapse;
     }
 
     length = xfer->recv.slot[0].length;

@@ -839,66 +839,100 @@ static void sppln_huge_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_cleanup(&ucp);
 }
 
-/*
- * A collapse slower than the pieces' faults in small pages (the test
- * harness makes the first one count as slow; the model given leaves the
- * others untimed) leaves the rest of its transfer and the next one to
- * small pages; the one after collapses again. Three 8 MiB messages into
- * untouched buffers on a huge page boundary.
- */
-static void
-sppln_slow_collapse_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
+/* 8 MiB messages into untouched buffers on a huge page boundary, with
+ * UCX_RNDV_SPPLN_FRESH_COLLAPSE=y and a model without copy_fault, which
+ * leaves collapses untimed (on two busy cores a real one is often slow) */
+typedef struct {
+    sppln_arg_t super;
+    unsigned fault; /* armed on the receiver before the first */
+    int nohugepage_first; /* the first destination is marked
+                             MADV_NOHUGEPAGE */
+    /* checks message i by the receiver's counters before and after */
+    void (*check)(int i, const sppln_stats_t *b, const sppln_stats_t *a,
+                  unsigned long huge_kb);
+} sppln_collapse_arg_t;
+
+#define SPPLN_COLLAPSE_MSGS 3
+
+static void sppln_collapse_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
-    const size_t size = 8 * SPPLN_MB, pieces = size / SPPLN_THP_SIZE;
-    const int can     = sppln_can_collapse();
-    const char *kmode = sppln_thp_mode();
-    /* pieces collapsed by each message */
-    const uint64_t expect[3] = {1, 0, pieces};
+    const sppln_collapse_arg_t *arg = varg;
+    const size_t size               = 8 * SPPLN_MB;
     sppln_stats_t b, a; /* counters before and after */
-    unsigned long huge_kb;
     size_t map_len;
     uint8_t *map, *buf;
     th_ucp_t ucp;
     int i;
 
     (void)nprocs;
-    (void)arg;
     sppln_env("sppln", "hcr");
     setenv("UCX_RNDV_SPPLN_FRESH_COLLAPSE", "y", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     if (rank == 1) {
-        ucp_proto_sppln_test_fault(1u << 7); /* UCP_SPPLN_FAULT_SLOW_COLLAPSE */
+        ucp_proto_sppln_test_fault(arg->fault);
     }
-    for (i = 0; i < 3; ++i) {
+    for (i = 0; i < SPPLN_COLLAPSE_MSGS; ++i) {
         map = sppln_map(size + SPPLN_THP_SIZE, &map_len);
         buf = (uint8_t *)ucs_align_up((uintptr_t)map, SPPLN_THP_SIZE);
         if (rank == 0) {
             th_fill_pattern(buf, size, 40 + i);
             sppln_send_to_posted(&ucp, oob, buf, size, 0x970 + i);
         } else {
-            sppln_recv_counted(&ucp, oob, buf, size, 0x970 + i, 40 + i, &b, &a);
-            huge_kb = sppln_anon_huge_kb(buf, size, NULL);
-            th_log("message %d: collapsed %llu, slow %llu, %lu KiB in huge "
-                   "pages",
-                   i, (unsigned long long)(a.collapsed - b.collapsed),
-                   (unsigned long long)(a.collapse_slow - b.collapse_slow),
-                   huge_kb);
-            if (!can) {
-                TH_ASSERT_EQ(a.collapsed, b.collapsed);
-            } else {
-                TH_ASSERT_EQ(a.collapse_slow - b.collapse_slow,
-                             (i == 0) ? 1 : 0);
-                TH_ASSERT_EQ(a.collapsed - b.collapsed, expect[i]);
-                if ((kmode != NULL) && !strcmp(kmode, "madvise")) {
-                    TH_ASSERT_EQ(huge_kb, expect[i] * (SPPLN_THP_SIZE / 1024));
-                }
+            if ((i == 0) && arg->nohugepage_first) {
+                TH_ASSERT_EQ(madvise(map, map_len, MADV_NOHUGEPAGE), 0);
             }
+            sppln_recv_counted(&ucp, oob, buf, size, 0x970 + i, 40 + i, &b, &a);
+            arg->check(i, &b, &a, sppln_anon_huge_kb(buf, size, NULL));
         }
         munmap(map, map_len);
     }
     th_ucp_flush_barrier(&ucp, oob);
     th_ucp_cleanup(&ucp);
+}
+
+/*
+ * A collapse slower than the pieces' faults in small pages (the test
+ * harness makes the first one count as slow) leaves the rest of its
+ * transfer and the next one to small pages; the one after collapses again.
+ */
+static void sppln_slow_collapse_check(int i, const sppln_stats_t *b,
+                                      const sppln_stats_t *a,
+                                      unsigned long huge_kb)
+{
+    /* pieces collapsed by each message */
+    static const uint64_t expect[SPPLN_COLLAPSE_MSGS] = {1, 0, 4 /* all */};
+    const char *kmode                                 = sppln_thp_mode();
+
+    th_log("message %d: collapsed %llu, slow %llu, %lu KiB in huge pages", i,
+           (unsigned long long)(a->collapsed - b->collapsed),
+           (unsigned long long)(a->collapse_slow - b->collapse_slow), huge_kb);
+    if (!sppln_can_collapse()) {
+        TH_ASSERT_EQ(a->collapsed, b->collapsed);
+        return;
+    }
+    TH_ASSERT_EQ(a->collapse_slow - b->collapse_slow, (i == 0) ? 1 : 0);
+    TH_ASSERT_EQ(a->collapsed - b->collapsed, expect[i]);
+    if ((kmode != NULL) && !strcmp(kmode, "madvise")) {
+        TH_ASSERT_EQ(huge_kb, expect[i] * (SPPLN_THP_SIZE / 1024));
+    }
+}
+
+/*
+ * A collapse the kernel refuses ends collapses in the worker: the first
+ * destination is in a mapping marked MADV_NOHUGEPAGE, which MADV_COLLAPSE
+ * refuses; the next ones, in ordinary mappings, are not collapsed either.
+ */
+static void sppln_refused_collapse_check(int i, const sppln_stats_t *b,
+                                         const sppln_stats_t *a,
+                                         unsigned long huge_kb)
+{
+    th_log("message %d: collapsed %llu, refused %llu", i,
+           (unsigned long long)(a->collapsed - b->collapsed),
+           (unsigned long long)(a->collapse_failed - b->collapse_failed));
+    TH_ASSERT_EQ(a->collapsed, b->collapsed);
+    TH_ASSERT_EQ(a->collapse_failed - b->collapse_failed, (i == 0) ? 1 : 0);
+    TH_ASSERT_EQ(huge_kb, 0);
 }
 
 TH_TEST_TIMEOUT(sppln, fresh_destination_huge_pages, 120)
@@ -911,13 +945,24 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_huge_pages, 120)
     }
 }
 
+TH_TEST_TIMEOUT(sppln, fresh_destination_collapse_refused_stops, 120)
+{
+    sppln_collapse_arg_t arg = {{"sppln", "hcr", 0, 0, SPPLN_MODEL_BASE},
+                                0,
+                                1,
+                                sppln_refused_collapse_check};
+
+    sppln_run(sppln_collapse_rank, &arg.super);
+}
+
 TH_TEST_TIMEOUT(sppln, fresh_destination_slow_collapse_backs_off, 120)
 {
-    /* a model without copy_fault: no collapse is timed, so that only the
-     * test fault makes one slow (on two busy cores a real one often is) */
-    sppln_arg_t arg = {"sppln", "hcr", 0, 0, SPPLN_MODEL_BASE};
+    sppln_collapse_arg_t arg = {{"sppln", "hcr", 0, 0, SPPLN_MODEL_BASE},
+                                1u << 7, /* UCP_SPPLN_FAULT_SLOW_COLLAPSE */
+                                0,
+                                sppln_slow_collapse_check};
 
-    sppln_run(sppln_slow_collapse_rank, &arg);
+    sppln_run(sppln_collapse_rank, &arg.super);
 }
 
 /* ---- active messages ------------------------------------------------- */

@@ -381,13 +381,20 @@ static int ucp_sppln_recv_collapse(ucp_request_t *req, void *piece, size_t huge)
 err:
     err = errno;
     ++sw->stats.collapse_failed;
-    ucs_debug("rndv/sppln req %p: madvise(%s, %p, %zu) failed: %s", req, what,
-              piece, huge, strerror(err));
-    if (err != EAGAIN) {
-        /* a kernel without it (EINVAL), transparent huge pages disabled or
-         * not for this mapping (EINVAL), no huge page to be had (ENOMEM) */
-        sw->fresh_collapse = 0;
+    if (err == EAGAIN) {
+        /* a page of the piece that cannot move now: this piece only */
+        ucs_debug("rndv/sppln req %p: madvise(%s, %p, %zu) failed: %s", req,
+                  what, piece, huge, strerror(err));
+        return 0;
     }
+
+    /* a kernel without it (EINVAL), transparent huge pages disabled or not
+     * for this mapping (EINVAL), no huge page to be had (ENOMEM): said once,
+     * since the worker stops asking */
+    ucs_diag("rndv/sppln: madvise(%s, %p, %zu) failed: %s; no more huge page "
+             "collapses (UCX_RNDV_SPPLN_FRESH_COLLAPSE) in this worker",
+             what, piece, huge, strerror(err));
+    sw->fresh_collapse = 0;
     return 0;
 }
 

@@ -62,30 +62,34 @@ static pid_t pt_spawn(const char *cmd, const char *out_path)
     return pid;
 }
 
-/* wait for @a pid until @a deadline (kill it then); its status and faults */
-static void pt_wait(pid_t pid, double deadline, pt_side_t *side)
+/* if @a pid exited (with @a flags 0: once it exits), its status and
+ * faults into @a side; returns 1 then */
+static int pt_reap(pid_t pid, int flags, pt_side_t *side)
 {
     struct rusage ru;
     int status;
-    pid_t ret;
 
-    for (;;) {
-        ret = wait4(pid, &status, WNOHANG, &ru);
-        if (ret == pid) {
-            break;
-        }
-        if (th_time() > deadline) {
-            kill(pid, SIGKILL);
-            wait4(pid, &status, 0, &ru);
-            break;
-        }
-        usleep(10000);
+    if (wait4(pid, &status, flags, &ru) != pid) {
+        return 0;
     }
-
     side->rc     = WIFEXITED(status) ? WEXITSTATUS(status) :
                                        (128 + WTERMSIG(status));
     side->minflt = ru.ru_minflt;
     side->maxrss = ru.ru_maxrss;
+    return 1;
+}
+
+/* wait for @a pid until @a deadline (kill it then); its status and faults */
+static void pt_wait(pid_t pid, double deadline, pt_side_t *side)
+{
+    while (!pt_reap(pid, WNOHANG, side)) {
+        if (th_time() > deadline) {
+            kill(pid, SIGKILL);
+            pt_reap(pid, 0, side);
+            return;
+        }
+        usleep(10000);
+    }
 }
 
 static char *pt_slurp(const char *path)
@@ -102,8 +106,9 @@ static char *pt_slurp(const char *path)
     return buf;
 }
 
-/* is a TCP socket listening on @a port (from /proc/net/tcp) */
-static int pt_listening(int port)
+/* is a TCP socket on @a port (from /proc/net/tcp): listening, or with
+ * @a any, in any state (a connection's end, TIME_WAIT included) */
+static int pt_port_used(int port, int any)
 {
     char line[256], want[16];
     int found = 0;
@@ -116,7 +121,8 @@ static int pt_listening(int port)
     snprintf(want, sizeof(want), ":%04X ", port);
     while (fgets(line, sizeof(line), f) != NULL) {
         /* local address, then remote, then state 0A = LISTEN */
-        if ((strstr(line, want) != NULL) && (strstr(line, " 0A ") != NULL)) {
+        if ((strstr(line, want) != NULL) &&
+            (any || (strstr(line, " 0A ") != NULL))) {
             found = 1;
         }
     }
@@ -124,16 +130,35 @@ static int pt_listening(int port)
     return found;
 }
 
-/* ucx_perftest's server and client with @a env and @a args */
-static void pt_run(const char *env, const char *args, pt_run_t *run)
+/* a port for ucx_perftest's server that no socket uses now, below the
+ * kernel's ephemeral ports (32768 and up by default), where connections
+ * take theirs: a port from there may be a client's end by the time the
+ * server binds it */
+static int pt_free_port(unsigned attempt)
+{
+    int port;
+    unsigned i;
+
+    for (i = 0; i < 1000; ++i) {
+        port = 20000 + (((unsigned)getpid() * 7 + (attempt + i) * 131) % 12000);
+        if (!pt_port_used(port, 1)) {
+            return port;
+        }
+    }
+    TH_FAIL("no free TCP port in 20000..31999");
+    return -1;
+}
+
+/*
+ * ucx_perftest's server and client with @a env and @a args, on port
+ * @a port; returns 0 when the server exited before it listened, and
+ * then fills in only @a run->server
+ */
+static int pt_run_on(const char *env, const char *args, int port, pt_run_t *run)
 {
     char cmd[2][1024], path[2][64];
-    int port = 20000 + (getpid() % 20000);
     double deadline;
     pid_t pid[2];
-    const char *final;
-    double p50, avg;
-    long iters;
     int i;
 
     for (i = 0; i < 2; ++i) {
@@ -148,7 +173,11 @@ static void pt_run(const char *env, const char *args, pt_run_t *run)
     th_log("$ %s", cmd[1]);
     deadline = th_time() + PT_TIMEOUT;
     pid[0]   = pt_spawn(cmd[0], path[0]);
-    while (!pt_listening(port) && (th_time() < (deadline - 10))) {
+    while (!pt_port_used(port, 0) && (th_time() < (deadline - 10))) {
+        if (pt_reap(pid[0], WNOHANG, &run->server)) {
+            run->server.out = pt_slurp(path[0]);
+            return 0;
+        }
         usleep(20000);
     }
     pid[1] = pt_spawn(cmd[1], path[1]);
@@ -157,6 +186,31 @@ static void pt_run(const char *env, const char *args, pt_run_t *run)
     pt_wait(pid[0], deadline, &run->server);
     run->client.out = pt_slurp(path[1]);
     run->server.out = pt_slurp(path[0]);
+    return 1;
+}
+
+/* pt_run_on() on a free port; another one where the server could not bind
+ * it (a socket took it meanwhile) */
+static void pt_run(const char *env, const char *args, pt_run_t *run)
+{
+    const char *final;
+    double p50, avg;
+    unsigned attempt;
+    long iters;
+
+    for (attempt = 0;; ++attempt) {
+        memset(run, 0, sizeof(*run));
+        if (pt_run_on(env, args, pt_free_port(attempt), run)) {
+            break;
+        }
+        th_log("the server exited (%d) before it listened: %.500s",
+               run->server.rc, run->server.out);
+        if ((attempt == 2) ||
+            (strstr(run->server.out, "Address already in use") == NULL)) {
+            TH_FAIL("ucx_perftest's server failed:\n%.2000s", run->server.out);
+        }
+        free(run->server.out);
+    }
 
     run->avg_us = -1;
     final       = strstr(run->client.out, "Final:");

@@ -715,7 +715,7 @@ static void hard_perftest(const char *env, const char *args, double timeout,
     char cmd[2][1024], path[2][64];
     double deadline;
     pid_t pid[2];
-    int port = 20000 + (getpid() % 20000);
+    int port = th_free_tcp_port(0);
     int i;
 
     for (i = 0; i < 2; ++i) {
@@ -731,6 +731,9 @@ static void hard_perftest(const char *env, const char *args, double timeout,
     deadline = th_time() + timeout;
     pid[0]   = hard_spawn(cmd[0], path[0]);
     sleep(1); /* the server listens */
+    if (!th_tcp_port_used(port, 0)) {
+        th_log("no listener on port %d after 1 s", port);
+    }
     pid[1] = hard_spawn(cmd[1], path[1]);
     for (i = 1; i >= 0; --i) {
         rc[i]  = hard_wait_until(pid[i], deadline);

@@ -155,6 +155,19 @@ int th_run_cmd(char **output, const char *fmt, ...)
 /* Does the process see a verbs device named with this prefix? */
 int th_have_verbs_device(const char *name_prefix);
 
+/* Is a TCP socket on this port (/proc/net/tcp): listening, or with any, in
+ * any state (a connection's end, TIME_WAIT included)? */
+int th_tcp_port_used(int port, int any);
+
+/*
+ * A TCP port for a test's server that no socket uses now, in 20000..31999:
+ * below the kernel's ephemeral ports (32768 and up by default), where
+ * connections take theirs, so that it is not a client's end by the time
+ * the server binds it. attempt picks another one after a server could not
+ * bind the last.
+ */
+int th_free_tcp_port(unsigned attempt);
+
 
 /* ---- Multi-process tests ------------------------------------------------ */
 

@@ -8,7 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #ifndef TH_PREFIX
 #define TH_PREFIX "/usr/local"
@@ -153,4 +155,41 @@ int th_have_verbs_device(const char *name_prefix)
     }
     ibv_free_device_list(list);
     return found;
+}
+
+int th_tcp_port_used(int port, int any)
+{
+    char line[256], want[16];
+    int found = 0;
+    FILE *f;
+
+    f = fopen("/proc/net/tcp", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    snprintf(want, sizeof(want), ":%04X ", port);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        /* local address, then remote, then state 0A = LISTEN */
+        if ((strstr(line, want) != NULL) &&
+            (any || (strstr(line, " 0A ") != NULL))) {
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+int th_free_tcp_port(unsigned attempt)
+{
+    int port;
+    unsigned i;
+
+    for (i = 0; i < 1000; ++i) {
+        port = 20000 + (((unsigned)getpid() * 7 + (attempt + i) * 131) % 12000);
+        if (!th_tcp_port_used(port, 1)) {
+            return port;
+        }
+    }
+    TH_FAIL("no free TCP port in 20000..31999");
+    return -1;
 }

@@ -106,49 +106,6 @@ static char *pt_slurp(const char *path)
     return buf;
 }
 
-/* is a TCP socket on @a port (from /proc/net/tcp): listening, or with
- * @a any, in any state (a connection's end, TIME_WAIT included) */
-static int pt_port_used(int port, int any)
-{
-    char line[256], want[16];
-    int found = 0;
-    FILE *f;
-
-    f = fopen("/proc/net/tcp", "r");
-    if (f == NULL) {
-        return 0;
-    }
-    snprintf(want, sizeof(want), ":%04X ", port);
-    while (fgets(line, sizeof(line), f) != NULL) {
-        /* local address, then remote, then state 0A = LISTEN */
-        if ((strstr(line, want) != NULL) &&
-            (any || (strstr(line, " 0A ") != NULL))) {
-            found = 1;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
-/* a port for ucx_perftest's server that no socket uses now, below the
- * kernel's ephemeral ports (32768 and up by default), where connections
- * take theirs: a port from there may be a client's end by the time the
- * server binds it */
-static int pt_free_port(unsigned attempt)
-{
-    int port;
-    unsigned i;
-
-    for (i = 0; i < 1000; ++i) {
-        port = 20000 + (((unsigned)getpid() * 7 + (attempt + i) * 131) % 12000);
-        if (!pt_port_used(port, 1)) {
-            return port;
-        }
-    }
-    TH_FAIL("no free TCP port in 20000..31999");
-    return -1;
-}
-
 /*
  * ucx_perftest's server and client with @a env and @a args, on port
  * @a port; returns 0 when the server exited before it listened, and
@@ -173,7 +130,7 @@ static int pt_run_on(const char *env, const char *args, int port, pt_run_t *run)
     th_log("$ %s", cmd[1]);
     deadline = th_time() + PT_TIMEOUT;
     pid[0]   = pt_spawn(cmd[0], path[0]);
-    while (!pt_port_used(port, 0) && (th_time() < (deadline - 10))) {
+    while (!th_tcp_port_used(port, 0) && (th_time() < (deadline - 10))) {
         if (pt_reap(pid[0], WNOHANG, &run->server)) {
             run->server.out = pt_slurp(path[0]);
             return 0;
@@ -200,7 +157,7 @@ static void pt_run(const char *env, const char *args, pt_run_t *run)
 
     for (attempt = 0;; ++attempt) {
         memset(run, 0, sizeof(*run));
-        if (pt_run_on(env, args, pt_free_port(attempt), run)) {
+        if (pt_run_on(env, args, th_free_tcp_port(attempt), run)) {
             break;
         }
         th_log("the server exited (%d) before it listened: %.500s",

@@ -93,10 +93,12 @@ run_mpi() {
         [mpi_p2p]="p2p 1 B..16 MiB (reused and fresh buffers), bcast, allreduce, alltoall, allgather"
         [mpi_rma]="put/get under fence 1 B..1 MiB, lock/unlock puts, accumulate"
     )
-    # a known MPI_Finalize hang (see below) need not cost the whole limit
+    # a known MPI_Finalize hang (see below) need not cost the whole limit:
+    # both programs take about 1.5 s at np 4 here, and the hang came in 3
+    # of 4 clean-clone CI runs, 60 s each time at the limit this had before
     local run_limit=$limit
     if [ "$stack" = mpich ] && [ "$tls" = tcp ]; then
-        run_limit=$((limit < 60 ? limit : 60))
+        run_limit=$((limit < 20 ? limit : 20))
     fi
     for p in mpi_p2p mpi_rma; do
         prog=$(build "$cc" "$here/$p.c" "$p.$stack") || {

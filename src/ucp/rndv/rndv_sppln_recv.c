@@ -909,7 +909,8 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
     rpriv->populate_ahead = ucp_sppln_recv_bound(md_name);
     rpriv->collapse_max   = 0;
     huge_size             = ucs_get_huge_page_size();
-    if (ucp_sppln_find_model(md_name, &model) && (huge_size > 0)) {
+    if (context->config.sppln.fresh_collapse && (huge_size > 0) &&
+        ucp_sppln_find_model(md_name, &model)) {
         /* the piece's faults in small pages, by the calibration */
         collapse_time = ucs_linear_func_apply(model.copy_fault, huge_size);
         if (collapse_time > 0) {

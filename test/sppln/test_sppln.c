@@ -740,7 +740,8 @@ typedef enum {
 /*
  * A staged message of 8 MiB into an untouched buffer that starts on a huge
  * page boundary, in its own mapping 2 MiB longer:
- *  - with UCX_RNDV_SPPLN_FRESH_THP=y, the receiver asks for transparent
+ *  - with UCX_RNDV_SPPLN_FRESH_THP=y (and COLLAPSE=y, which it makes
+ *    needless: nothing is collapsed), the receiver asks for transparent
  *    huge pages once, and (where the kernel offers them) the message lands
  *    in them; the flag splits the mapping;
  *  - with UCX_RNDV_SPPLN_FRESH_COLLAPSE=y, it collapses the four pieces
@@ -766,7 +767,9 @@ static void sppln_huge_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     (void)nprocs;
     sppln_env("sppln", "hcr");
     if (*mode == SPPLN_HUGE_THP) {
+        /* both: THP's huge pages leave nothing to collapse */
         setenv("UCX_RNDV_SPPLN_FRESH_THP", "y", 1);
+        setenv("UCX_RNDV_SPPLN_FRESH_COLLAPSE", "y", 1);
     } else if (*mode == SPPLN_HUGE_COLLAPSE) {
         setenv("UCX_RNDV_SPPLN_FRESH_COLLAPSE", "y", 1);
     }

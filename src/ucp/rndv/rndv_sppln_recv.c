@@ -304,19 +304,17 @@ static void ucp_sppln_recv_check_fresh(ucp_request_t *req)
  * be collapsed into (UCX_RNDV_SPPLN_FRESH_COLLAPSE), or 0 where the piece
  * there is not one: it must start on a huge page boundary, and the message
  * must fill it whole, since a huge page is memory the application would
- * not have used otherwise where the message does not write all of it. With
- * UCX_RNDV_SPPLN_FRESH_THP, such pieces fault in as huge pages already.
+ * not have used otherwise where the message does not write all of it.
  */
 static size_t ucp_sppln_recv_piece(ucp_request_t *req, size_t offset)
 {
-    ucp_worker_h worker = req->send.ep->worker;
     uintptr_t addr = (uintptr_t)req->send.state.dt_iter.type.contig.buffer +
                      offset;
     ssize_t huge = ucs_get_huge_page_size();
 
+    /* a refusal during other transfers ends this one's collapses too */
     if (!req->send.rndv.sppln_xfer->recv.collapse ||
-        !worker->sppln->fresh_collapse ||
-        worker->context->config.sppln.fresh_thp || (huge <= 0) ||
+        !req->send.ep->worker->sppln->fresh_collapse || (huge <= 0) ||
         (addr % huge) || ((offset + huge) > req->send.state.dt_iter.length)) {
         return 0;
     }
@@ -547,10 +545,14 @@ static void ucp_sppln_recv_populate(ucp_request_t *req)
         return;
     }
 
+    /* with UCX_RNDV_SPPLN_FRESH_THP, whole pieces fault in as huge pages
+     * already */
     if (sw->collapse_skip > 0) {
         --sw->collapse_skip;
     } else {
-        xfer->recv.collapse = sw->fresh_collapse;
+        xfer->recv.collapse =
+                sw->fresh_collapse &&
+                !req->send.ep->worker->context->config.sppln.fresh_thp;
     }
 
     length = xfer->recv.slot[0].length;

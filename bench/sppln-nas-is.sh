@@ -10,7 +10,10 @@
 # is the automatic choice with UCX_RNDV_SPPLN_FRESH_COLLAPSE=y (off by
 # default: the receiver collapses the whole 2 MiB pieces of its fresh
 # buffers into huge pages, and a collapse may wait for the other core's next
-# tick). Goals: total
+# tick). hcr-auto-pf and rcv-rcache-pf run with -p, their receive buffers
+# written before the exchange is timed: the difference to hcr-auto and
+# rcv-rcache is what the receiver's first touch costs each transport inside
+# the exchange. Goals: total
 # time hcr / rc_verbs <= 0.75 (issue 6), exchange time alone <= 0.75
 # (issue 29). Writes bench/results/sppln-nas-is.txt. Extra environment (e.g.
 # SOFTVERBS_REG_COST_US=20) is passed through; NAS_IS_ARGS (default
@@ -27,14 +30,18 @@ declare -A cfg=(
     [hcr-thp]="UCX_TLS=hcr UCX_RNDV_SPPLN_FRESH_THP=y"
     [hcr-collapse]="UCX_TLS=hcr UCX_RNDV_SPPLN_FRESH_COLLAPSE=y"
     [rcv-rcache]="UCX_TLS=rc_v"
+    [hcr-auto-pf]="UCX_TLS=hcr"
+    [rcv-rcache-pf]="UCX_TLS=rc_v"
 )
-names="hcr-auto hcr-thp hcr-collapse rcv-rcache"
+declare -A opt=([hcr-auto-pf]=-p [rcv-rcache-pf]=-p)
+names="hcr-auto hcr-thp hcr-collapse rcv-rcache hcr-auto-pf rcv-rcache-pf"
 base="$(softverbs_env) UCX_WARN_UNUSED_ENV_VARS=n"
 
 for r in $(seq "$RUNS"); do
     for n in $names; do
         # shellcheck disable=SC2086
-        env $base ${cfg[$n]} timeout 300 "$tmp/nis" $ARGS > "$tmp/$n.$r" ||
+        env $base ${cfg[$n]} timeout 300 "$tmp/nis" $ARGS ${opt[$n]:-} \
+            > "$tmp/$n.$r" ||
             { echo "$n run $r failed" >&2; exit 1; }
     done
 done
@@ -71,5 +78,12 @@ for n in ("hcr-auto", "hcr-thp", "hcr-collapse"):
 # for both transports
 print("total time ratio if hcr-auto's exchange took no time: %.2f"
       % ((r[1] - r[2]) / r[1]))
+# the decomposition (-p): receive buffers written before the clock starts
+hp, rp = med["hcr-auto-pf"], med["rcv-rcache-pf"]
+print()
+print("exchange with receive pages written beforehand (-p): hcr-auto %.2f ms,"
+      " rc_verbs %.2f ms, ratio %.2f" % (hp[2], rp[2], hp[2] / rp[2]))
+print("the receiver's first touch inside the exchange: hcr-auto +%.2f ms, "
+      "rc_verbs +%.2f ms" % (h[2] - hp[2], r[2] - rp[2]))
 PY
 cat "$out/sppln-nas-is.txt"

@@ -60,7 +60,7 @@ typedef struct {
     uint64_t received[4];
     uint64_t reg_fallback;
     uint64_t async_copies;
-    uint64_t fresh[3];
+    uint64_t fresh[4]; /* kcopy, populate, fault, uffd */
     uint64_t rma[3];
     uint64_t groups[2];
     uint64_t busy_zcopy;

@@ -28,9 +28,11 @@
 # (size / link bandwidth + latency, as the calibration measured under that
 # link), the receiver's first touch of its pages (faulting in a fresh
 # buffer of the message's size on the receiving rank's core, which every
-# receive into it pays at least: bench/first-touch.c, its whole 2 MiB
-# pieces collapsed into huge pages as rndv/sppln's receiver does where
-# UCX_RNDV_SPPLN_FRESH_COLLAPSE=y is set), and the sender's
+# receive into it pays at least: bench/first-touch.c, filled by
+# userfaultfd from 384 KiB on as rndv/sppln's receiver does by default
+# (UCX_RNDV_SPPLN_FRESH_COPY=uffd; that time includes the copy into the
+# pages), populated below, or its whole 2 MiB pieces collapsed into huge
+# pages where UCX_RNDV_SPPLN_FRESH_COLLAPSE=y is set), and the sender's
 # copy or registration of its (resident) buffer, as the calibration
 # measured them; plus the latency of the 1-byte answer each message waits
 # for. Each round measures these again after its columns (ucx_hcr_calib -f
@@ -54,9 +56,13 @@ LAT=${CM_LINK_LAT_US:-1}
 bench_prepare
 bench_cc_ucp "$tmp/cm" "$bench_top/bench/choice-matrix.c"
 gcc -O2 -Wall -o "$tmp/first-touch" "$bench_top/bench/first-touch.c"
+# the receiver's way for untouched pages, as these settings make it
 touch_args=
 if [ "${UCX_RNDV_SPPLN_FRESH_COLLAPSE:-n}" = y ]; then
     touch_args=-c
+elif [ "${UCX_RNDV_SPPLN_FRESH_COPY:-kcopy}" = uffd ] &&
+     [ "${UCX_RNDV_SPPLN_FRESH_THP:-n}" != y ]; then
+    touch_args=-u
 fi
 # the receiving rank's core (the second one a process may use: ucp_pair.h)
 recv_cpu=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0));

@@ -19,15 +19,28 @@
  * MADV_COLLAPSE into one huge page (a piece the kernel refuses is faulted
  * in small pages); the rest in small pages.
  *
- * Usage: first-touch [-c] [-n reps] -s size [-s size]...
+ * With -u, a buffer with at least UFFD_MIN bytes (-m, default 384 KiB, as
+ * UCX_RNDV_SPPLN_FRESH_UFFD_MIN) is filled as rndv/sppln's receiver does
+ * with UCX_RNDV_SPPLN_FRESH_COPY=uffd: registered with a user-mode
+ * userfaultfd, filled from a resident buffer by UFFDIO_COPY in 64 KiB
+ * pieces, unregistered. The kernel faults each page in with its data
+ * rather than zeroed, so this time includes the copy that the other ways
+ * leave to the receiver's copy out; a smaller buffer is populated.
+ *
+ * Usage: first-touch [-c | -u [-m uffd_min]] [-n reps] -s size [-s size]...
  * Prints "size seconds" per size: the median over reps fresh mappings.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,7 +51,8 @@
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
 
-#define FT_HUGE (2ul << 20)
+#define FT_HUGE       (2ul << 20)
+#define FT_UFFD_PIECE (64ul << 10)
 
 #define FT_MAX_REPS  64
 #define FT_MAX_SIZES 64
@@ -86,6 +100,62 @@ static int ft_collapse(char *buf, size_t size)
     return ft_populate(done, end);
 }
 
+/* -u: the userfaultfd, and the resident buffer the data comes from */
+static int ft_uffd        = -1;
+static size_t ft_uffd_min = 384ul << 10;
+static char *ft_src;
+
+static int ft_uffd_open(size_t max_size)
+{
+    struct uffdio_api api = {.api = UFFD_API};
+
+    ft_uffd = syscall(__NR_userfaultfd,
+                      O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if ((ft_uffd < 0) || (ioctl(ft_uffd, UFFDIO_API, &api) != 0)) {
+        perror("userfaultfd");
+        return -1;
+    }
+    ft_src = malloc(max_size);
+    if (ft_src == NULL) {
+        perror("malloc");
+        return -1;
+    }
+    memset(ft_src, 0x5a, max_size);
+    return 0;
+}
+
+/* fill [buf, buf + size) (a whole mapping) by UFFDIO_COPY */
+static int ft_uffd_fill(char *buf, size_t size)
+{
+    struct uffdio_register reg = {.range = {(uintptr_t)buf, size},
+                                  .mode  = UFFDIO_REGISTER_MODE_MISSING};
+    struct uffdio_copy copy;
+    size_t at, len;
+    int ret = 0;
+
+    if (ioctl(ft_uffd, UFFDIO_REGISTER, &reg) != 0) {
+        perror("UFFDIO_REGISTER");
+        return -1;
+    }
+    for (at = 0; at < size; at += len) {
+        len       = (size - at < FT_UFFD_PIECE) ? size - at : FT_UFFD_PIECE;
+        copy.dst  = (uintptr_t)buf + at;
+        copy.src  = (uintptr_t)ft_src + at;
+        copy.len  = len;
+        copy.mode = 0;
+        if (ioctl(ft_uffd, UFFDIO_COPY, &copy) != 0) {
+            perror("UFFDIO_COPY");
+            ret = -1;
+            break;
+        }
+    }
+    if (ioctl(ft_uffd, UFFDIO_UNREGISTER, &reg.range) != 0) {
+        perror("UFFDIO_UNREGISTER");
+        ret = -1;
+    }
+    return ret;
+}
+
 /* seconds to fault in a fresh mapping of size bytes, or a negative value */
 static double ft_once(size_t size, int collapse)
 {
@@ -98,9 +168,15 @@ static double ft_once(size_t size, int collapse)
         perror("mmap");
         return -1;
     }
-    t   = ft_now();
-    ret = collapse ? ft_collapse(buf, size) : ft_populate(buf, buf + size);
-    t   = ft_now() - t;
+    t = ft_now();
+    if ((ft_uffd >= 0) && (size >= ft_uffd_min)) {
+        ret = ft_uffd_fill(buf, size);
+    } else if (collapse) {
+        ret = ft_collapse(buf, size);
+    } else {
+        ret = ft_populate(buf, buf + size);
+    }
+    t = ft_now() - t;
     if (ret != 0) {
         munmap(buf, size);
         return -1;
@@ -113,19 +189,30 @@ int main(int argc, char **argv)
 {
     size_t sizes[FT_MAX_SIZES];
     double t[FT_MAX_REPS];
-    int reps = 5, n_sizes = 0, collapse = 0, c, i, r;
+    int reps = 5, n_sizes = 0, collapse = 0, uffd = 0, c, i, r;
+    size_t max_size = 0;
 
-    while ((c = getopt(argc, argv, "cn:s:")) != -1) {
+    while ((c = getopt(argc, argv, "cum:n:s:")) != -1) {
         switch (c) {
         case 'c':
             collapse = 1;
+            break;
+        case 'u':
+            uffd = 1;
+            break;
+        case 'm':
+            ft_uffd_min = strtoul(optarg, NULL, 0);
             break;
         case 'n':
             reps = atoi(optarg);
             break;
         case 's':
             if (n_sizes < FT_MAX_SIZES) {
-                sizes[n_sizes++] = strtoul(optarg, NULL, 0);
+                sizes[n_sizes] = strtoul(optarg, NULL, 0);
+                if (sizes[n_sizes] > max_size) {
+                    max_size = sizes[n_sizes];
+                }
+                ++n_sizes;
             }
             break;
         default:
@@ -133,11 +220,16 @@ int main(int argc, char **argv)
             break;
         }
     }
-    if ((n_sizes == 0) || (reps < 1) || (reps > FT_MAX_REPS)) {
+    if ((n_sizes == 0) || (reps < 1) || (reps > FT_MAX_REPS) ||
+        (collapse && uffd)) {
         fprintf(stderr,
-                "usage: %s [-c] [-n reps (1..%d)] -s size [-s size]...\n",
+                "usage: %s [-c | -u [-m uffd_min]] [-n reps (1..%d)] -s size "
+                "[-s size]...\n",
                 argv[0], FT_MAX_REPS);
         return 2;
+    }
+    if (uffd && (ft_uffd_open(max_size) != 0)) {
+        return 1;
     }
 
     for (i = 0; i < n_sizes; ++i) {

@@ -17,10 +17,13 @@
 #include <ucs/calib/calib.h>
 #include <ucs/sys/string.h>
 
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Path counters of a worker, as proto_sppln_staging.h lays them out (the
@@ -30,7 +33,7 @@ typedef struct {
     uint64_t received[4];
     uint64_t reg_fallback;
     uint64_t async_copies;
-    uint64_t fresh[3];    /* kcopy, populate, fault */
+    uint64_t fresh[4]; /* kcopy, populate, fault, uffd */
     uint64_t rma[3];      /* put/choose, get/choose: bcopy, zcopy, staged */
     uint64_t groups[2]; /* staging groups registered: send, receive */
     uint64_t busy_zcopy; /* zero-copy because every send group was busy */
@@ -55,7 +58,12 @@ const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 void ucp_proto_sppln_test_fault(unsigned faults);
 
 enum { SP_BCOPY = 1, SP_SPPLN = 2, SP_ZCOPY = 3 };
-enum { SP_FRESH_KCOPY, SP_FRESH_POPULATE, SP_FRESH_FAULT };
+enum {
+    SP_FRESH_KCOPY,
+    SP_FRESH_POPULATE,
+    SP_FRESH_FAULT,
+    SP_FRESH_UFFD
+};
 enum { SP_RMA_BCOPY, SP_RMA_ZCOPY, SP_RMA_STAGED };
 
 #define SPPLN_MB (1024ul * 1024ul)
@@ -566,6 +574,8 @@ static void sppln_populate_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     unsigned i;
 
     sppln_env((arg != NULL) ? arg->super.path : "bcopy", "hcr");
+    /* faulting in ahead is what the populating ways do; uffd does not */
+    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "kcopy", 1);
     setenv("UCX_RNDV_SPPLN_FRESH_AHEAD",
            ((arg != NULL) && !arg->fresh_ahead) ? "n" : "y", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
@@ -687,14 +697,16 @@ static const char *sppln_thp_mode(void)
 }
 
 /* KiB of huge pages backing [addr, addr + len), and in *vmas the mappings
- * that overlap it, where not NULL (/proc/self/smaps) */
-static unsigned long
-sppln_anon_huge_kb(const void *addr, size_t len, unsigned *vmas)
+ * that overlap it, in *uffd_vmas those of them registered with a
+ * userfaultfd for missing pages (VmFlags "um"), each where not NULL
+ * (/proc/self/smaps) */
+static unsigned long sppln_anon_huge_kb(const void *addr, size_t len,
+                                        unsigned *vmas, unsigned *uffd_vmas)
 {
     uintptr_t lo = (uintptr_t)addr, hi = lo + len, start, end;
     unsigned long kb, total            = 0;
-    unsigned count = 0;
-    int inside     = 0;
+    unsigned count = 0, uffd = 0;
+    int inside = 0;
     char line[512];
     FILE *f;
 
@@ -707,11 +719,16 @@ sppln_anon_huge_kb(const void *addr, size_t len, unsigned *vmas)
         } else if (inside &&
                    (sscanf(line, "AnonHugePages: %lu kB", &kb) == 1)) {
             total += kb;
+        } else if (inside && !strncmp(line, "VmFlags:", 8)) {
+            uffd += (strstr(line, " um") != NULL);
         }
     }
     fclose(f);
     if (vmas != NULL) {
         *vmas = count;
+    }
+    if (uffd_vmas != NULL) {
+        *uffd_vmas = uffd;
     }
     return total;
 }
@@ -783,8 +800,8 @@ static void sppln_huge_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     } else {
         can = sppln_can_collapse();
         sppln_recv_counted(&ucp, oob, buf, size, 0x960, 31, &b, &a);
-        huge_kb = sppln_anon_huge_kb(buf, size, NULL);
-        (void)sppln_anon_huge_kb(map, map_len, &vmas);
+        huge_kb = sppln_anon_huge_kb(buf, size, NULL, NULL);
+        (void)sppln_anon_huge_kb(map, map_len, &vmas, NULL);
         th_log("mode %d, kernel mode %s, MADV_COLLAPSE %s: thp %llu, "
                "collapsed %llu, failed %llu, slow %llu, %lu KiB in huge "
                "pages, %u mappings",
@@ -886,7 +903,7 @@ static void sppln_collapse_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                 TH_ASSERT_EQ(madvise(map, map_len, MADV_NOHUGEPAGE), 0);
             }
             sppln_recv_counted(&ucp, oob, buf, size, 0x970 + i, 40 + i, &b, &a);
-            arg->check(i, &b, &a, sppln_anon_huge_kb(buf, size, NULL));
+            arg->check(i, &b, &a, sppln_anon_huge_kb(buf, size, NULL, NULL));
         }
         munmap(map, map_len);
     }
@@ -968,20 +985,223 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_slow_collapse_backs_off, 120)
     sppln_run(sppln_collapse_rank, &arg.super);
 }
 
+/* ---- untouched pages filled by userfaultfd ---------------------------- */
+
+/* Whether this process may open a user-mode userfaultfd (Linux 5.11; a
+ * seccomp filter, or a kernel built without it, refuses) */
+static int sppln_can_uffd(void)
+{
+    int fd = syscall(__NR_userfaultfd,
+                     O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+
+    if (fd < 0) {
+        return 0;
+    }
+    close(fd);
+    return 1;
+}
+
+/* No mapping of [addr, addr + len) is registered with a userfaultfd, and it
+ * is one mapping: a receive's registration ended, and the mapping the
+ * kernel split for it was merged back */
+static void sppln_check_unregistered(const void *addr, size_t len)
+{
+    unsigned vmas, uffd_vmas;
+
+    (void)sppln_anon_huge_kb(addr, len, &vmas, &uffd_vmas);
+    TH_ASSERT_EQ(uffd_vmas, 0);
+    TH_ASSERT_EQ(vmas, 1);
+}
+
+typedef struct {
+    sppln_arg_t super;
+    const char *uffd_min; /* UCX_RNDV_SPPLN_FRESH_UFFD_MIN */
+    size_t uffd_min_bytes; /* ... in bytes */
+    int touched; /* the receiver wrote some pages of its buffer, not the
+                    first, before the receive */
+} sppln_uffd_arg_t;
+
+/*
+ * Rank 0 sends, rank 1 receives into fresh mappings at odd offsets with
+ * UCX_RNDV_SPPLN_FRESH_COPY=uffd, so that every sub-block shares its first
+ * and last page with its neighbours (those parts go in through the bounce
+ * page). Each message lands whole, nothing around it changes, the uffd
+ * counter moves where the destination has uffd_min bytes of whole pages or
+ * more and stays where it has fewer, and after each receive no mapping of
+ * the buffer is registered any longer and its mapping is one again. With
+ * touched, every fifth page from the third is written before the receive:
+ * UFFDIO_COPY finds them present and they are written with memcpy.
+ */
+static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_uffd_arg_t *arg = varg;
+    size_t page                 = (size_t)sysconf(_SC_PAGESIZE);
+    size_t size, map_len, off, whole, k, n;
+    sppln_stats_t before, after;
+    uintptr_t first;
+    uint8_t *map, *buf;
+    th_ucp_t ucp;
+    unsigned i;
+
+    sppln_env("sppln", "hcr");
+    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_MIN", arg->uffd_min, 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    n = sizeof(sppln_fresh_sizes) / sizeof(sppln_fresh_sizes[0]);
+    for (i = 0; i < n; ++i) {
+        size  = sppln_fresh_sizes[i];
+        off   = (i * 11 + 5) % 64;
+        map   = sppln_map(size, &map_len);
+        buf   = map + off;
+        first = ucs_align_up((uintptr_t)buf, page);
+        whole = ucs_align_down((uintptr_t)buf + size, page) - first;
+        if (rank == 0) {
+            th_fill_pattern(buf, size, 700 + i);
+            sppln_send_to_posted(&ucp, oob, buf, size, 0x710 + i);
+        } else {
+            buf[size] = 0xee;
+            for (k = 3 * page; arg->touched && (k + page <= whole);
+                 k += 5 * page) {
+                memset((void *)(first + k), 0x11, page);
+            }
+            sppln_check_unregistered(map, map_len);
+            sppln_recv_counted(&ucp, oob, buf, size, 0x710 + i, 700 + i,
+                               &before, &after);
+            TH_ASSERT_EQ(buf[size], 0xee);
+            for (k = 0; k < off; ++k) {
+                TH_ASSERT_EQ(map[k], 0);
+            }
+            th_log("%zu bytes, %zu of them in whole pages: %lu sub-blocks "
+                   "filled by userfaultfd",
+                   size, whole,
+                   (unsigned long)(after.fresh[SP_FRESH_UFFD] -
+                                   before.fresh[SP_FRESH_UFFD]));
+            if (whole >= arg->uffd_min_bytes) {
+                TH_ASSERT_GT(after.fresh[SP_FRESH_UFFD],
+                             before.fresh[SP_FRESH_UFFD]);
+                /* no sub-block fell back to populating */
+                TH_ASSERT_EQ(after.fresh[SP_FRESH_POPULATE],
+                             before.fresh[SP_FRESH_POPULATE]);
+            } else {
+                TH_ASSERT_EQ(after.fresh[SP_FRESH_UFFD],
+                             before.fresh[SP_FRESH_UFFD]);
+            }
+            sppln_check_unregistered(map, map_len);
+        }
+        munmap(map, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+TH_TEST_TIMEOUT(sppln, fresh_destination_uffd, 120)
+{
+    sppln_uffd_arg_t arg = {{"sppln", "hcr", 0, 0, SPPLN_MODEL_FAST_FAULTS},
+                            "0",
+                            0,
+                            0};
+
+    if (!sppln_can_uffd()) {
+        TH_SKIP("the kernel refuses a user-mode userfaultfd");
+    }
+    sppln_run(sppln_uffd_rank, &arg.super);
+
+    /* the default minimum: 64 KiB and 300001 bytes are populated */
+    arg.uffd_min       = "384k";
+    arg.uffd_min_bytes = 384 * 1024;
+    sppln_run(sppln_uffd_rank, &arg.super);
+}
+
+TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_touched_pages, 120)
+{
+    sppln_uffd_arg_t arg = {{"sppln", "hcr", 0, 0, SPPLN_MODEL_FAST_FAULTS},
+                            "0",
+                            0,
+                            1};
+
+    if (!sppln_can_uffd()) {
+        TH_SKIP("the kernel refuses a user-mode userfaultfd");
+    }
+    sppln_run(sppln_uffd_rank, &arg.super);
+}
+
+/*
+ * A receive into a fresh buffer filled by userfaultfd fails half way: the
+ * sender's last sub-block is short (UCP_SPPLN_FAULT_SHORT_SUB), so the
+ * receiver fails the transfer with UCS_ERR_IO_ERROR before its last pages
+ * are filled. Its registration must end with the transfer: afterwards no
+ * mapping of the buffer is registered, and the application writes every
+ * page of it (a page still registered and never filled would keep the
+ * writer waiting for a fault handler).
+ */
+static void
+sppln_uffd_failed_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const size_t size         = 4 * SPPLN_MB + 5;
+    ucp_request_param_t param = {0};
+    ucs_status_t status;
+    size_t map_len;
+    th_ucp_t ucp;
+    uint8_t *buf;
+    void *req;
+    char done;
+
+    sppln_env("sppln", "hcr");
+    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+    setenv("UCX_RNDV_SPPLN_SUB_SIZE", "256k", 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 1);
+    buf = sppln_map(size, &map_len);
+    if (rank == 0) {
+        ucp_proto_sppln_test_fault(1u << 1); /* UCP_SPPLN_FAULT_SHORT_SUB */
+        th_fill_pattern(buf, size, 78);
+        th_oob_recv(oob, 1, &done, 1);
+        req    = ucp_tag_send_nbx(ucp.ep, buf, size, 0x78, &param);
+        status = th_ucp_wait(&ucp, req, 60.0);
+        th_log("the broken send: %s", ucs_status_string(status));
+        /* the receiver's error ACK fails it */
+        TH_ASSERT(status != UCS_OK);
+        th_oob_recv(oob, 1, &done, 1);
+    } else {
+        req  = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x78, (ucp_tag_t)-1,
+                                &param);
+        done = 1;
+        th_oob_send(oob, 0, &done, 1);
+        TH_ASSERT_EQ(th_ucp_wait(&ucp, req, 60.0), UCS_ERR_IO_ERROR);
+        sppln_check_unregistered(buf, size);
+        memset(buf, 0x22, size);
+        th_oob_send(oob, 0, &done, 1);
+    }
+    /* requests of a broken transfer may still be in flight */
+    fflush(stdout);
+    _exit(0);
+}
+
+TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_failed_transfer, 120)
+{
+    if (!sppln_can_uffd()) {
+        TH_SKIP("the kernel refuses a user-mode userfaultfd");
+    }
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, sppln_uffd_failed_rank, NULL);
+}
+
 /* ---- active messages ------------------------------------------------- */
 
-#define SPPLN_AM_ID       9
-#define SPPLN_AM_MAGIC    0x5a5a5a5au
-#define SPPLN_AM_DROPPED  6 /* more than the staging groups (4) */
+#define SPPLN_AM_ID      9
+#define SPPLN_AM_MAGIC   0x5a5a5a5au
+#define SPPLN_AM_DROPPED 6 /* more than the staging groups (4) */
 
 typedef struct {
     th_ucp_t *ucp;
-    uint8_t  *buf;      /* where the next message goes */
-    size_t   size;      /* its size */
-    uint32_t seed;      /* the seed its header must carry */
-    int      drop;      /* the handler does not take it */
-    int      received;  /* messages completed or dropped */
-    int      errors;
+    uint8_t *buf; /* where the next message goes */
+    size_t size; /* its size */
+    uint32_t seed; /* the seed its header must carry */
+    int drop; /* the handler does not take it */
+    int received; /* messages completed or dropped */
+    int errors;
 } sppln_am_rx_t;
 
 /* receive active messages SPPLN_AM_ID with cb(arg) on ucp's worker */
@@ -1014,8 +1234,8 @@ static void sppln_progress_past(th_ucp_t *ucp, const int *received, int done,
     }
 }
 
-static void sppln_am_recv_done(void *request, ucs_status_t status,
-                               size_t length, void *arg)
+static void
+sppln_am_recv_done(void *request, ucs_status_t status, size_t length, void *arg)
 {
     sppln_am_rx_t *rx = arg;
 
@@ -1029,8 +1249,7 @@ static void sppln_am_recv_done(void *request, ucs_status_t status,
 }
 
 static ucs_status_t sppln_am_cb(void *arg, const void *header,
-                                size_t header_length, void *data,
-                                size_t length,
+                                size_t header_length, void *data, size_t length,
                                 const ucp_am_recv_param_t *param)
 {
     sppln_am_rx_t *rx = arg;
@@ -1052,8 +1271,7 @@ static ucs_status_t sppln_am_cb(void *arg, const void *header,
         return UCS_OK;
     }
 
-    th_ucp_am_recv_data(rx->ucp, data, rx->buf, length, sppln_am_recv_done,
-                        rx);
+    th_ucp_am_recv_data(rx->ucp, data, rx->buf, length, sppln_am_recv_done, rx);
     return UCS_OK;
 }
 
@@ -1065,13 +1283,12 @@ static ucs_status_t sppln_am_cb(void *arg, const void *header,
  */
 static void sppln_am_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
-    static const size_t sizes[] = {
-        64 * 1024 + 3, SPPLN_MB + 5, 4 * SPPLN_MB + 1
-    };
-    const unsigned n_taken        = sizeof(sizes) / sizeof(sizes[0]);
-    const unsigned n_msgs         = n_taken + SPPLN_AM_DROPPED + 1;
-    ucp_request_param_t param     = {0};
-    sppln_am_rx_t rx              = {0};
+    static const size_t sizes[] = {64 * 1024 + 3, SPPLN_MB + 5,
+                                   4 * SPPLN_MB + 1};
+    const unsigned n_taken      = sizeof(sizes) / sizeof(sizes[0]);
+    const unsigned n_msgs       = n_taken + SPPLN_AM_DROPPED + 1;
+    ucp_request_param_t param   = {0};
+    sppln_am_rx_t rx            = {0};
     const sppln_stats_t *st;
     size_t size, map_len, off;
     uint8_t *map, *buf;
@@ -1099,9 +1316,11 @@ static void sppln_am_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             hdr[1] = 700 + i;
             hdr[2] = hdr[3] = 0;
             th_oob_recv(oob, 1, &go, 1);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
-                    ucp_am_send_nbx(ucp.ep, SPPLN_AM_ID, hdr, sizeof(hdr),
-                                    buf, size, &param), 120.0));
+            TH_ASSERT_UCS_OK(
+                    th_ucp_wait(&ucp,
+                                ucp_am_send_nbx(ucp.ep, SPPLN_AM_ID, hdr,
+                                                sizeof(hdr), buf, size, &param),
+                                120.0));
         } else {
             rx.buf    = buf;
             rx.size   = size;
@@ -1147,8 +1366,7 @@ TH_TEST_TIMEOUT(sppln, active_messages, 120)
     4 /* UCP_SPPLN_MAX_POSTED: puts a transfer has
                                 in flight, at most */
 
-static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs,
-                                void *varg)
+static void sppln_inflight_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     ucp_request_param_t param = {0};
     void *sreq[SPPLN_NUM_INFLIGHT], *rreq[SPPLN_NUM_INFLIGHT];
@@ -1337,9 +1555,8 @@ static void sppln_memlock_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     if (rank == 0) {
         th_fill_pattern(buf, size, 77);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_send_nbx(ucp.ep, buf, size,
-                                                            5, &param),
-                                     120.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(
+                &ucp, ucp_tag_send_nbx(ucp.ep, buf, size, 5, &param), 120.0));
         st = ucp_proto_sppln_stats(ucp.worker);
         th_log("registration fallbacks %llu, sent sppln %llu",
                (unsigned long long)st->reg_fallback,
@@ -1348,10 +1565,9 @@ static void sppln_memlock_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         TH_ASSERT_EQ(st->sent[SP_SPPLN], 1);
     } else {
         memset(buf, 0, size);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_tag_recv_nbx(ucp.worker, buf,
-                                                            size, 5,
-                                                            (ucp_tag_t)-1,
-                                                            &param),
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_tag_recv_nbx(ucp.worker, buf, size, 5,
+                                                      (ucp_tag_t)-1, &param),
                                      120.0));
         TH_CHECK_PATTERN(buf, size, 77);
     }
@@ -1530,17 +1746,16 @@ TH_TEST_TIMEOUT(sppln, killed_peer_mid_transfer, 200)
 
 /* ---- RMA: put/choose and get/choose ---------------------------------- */
 
-#define SPPLN_RMA_REGION (72 * SPPLN_MB)
-#define SPPLN_RMA_BURST      16 /* puts in flight, more than staging groups */
-#define SPPLN_RMA_BURST_LEN  (128 * 1024)
+#define SPPLN_RMA_REGION    (72 * SPPLN_MB)
+#define SPPLN_RMA_BURST     16 /* puts in flight, more than staging groups */
+#define SPPLN_RMA_BURST_LEN (128 * 1024)
 
-static const size_t sppln_rma_sizes[] = {
-    4096, 65536 + 3, SPPLN_MB, 4 * SPPLN_MB + 5, 64 * SPPLN_MB
-};
+static const size_t sppln_rma_sizes[] = {4096, 65536 + 3, SPPLN_MB,
+                                         4 * SPPLN_MB + 5, 64 * SPPLN_MB};
 
 typedef struct {
     const char *path;
-    int        memlock; /* little locked memory, a put too large for it */
+    int memlock; /* little locked memory, a put too large for it */
 } sppln_rma_arg_t;
 
 static uint64_t sppln_rma_count(th_ucp_t *ucp, int path)
@@ -1581,7 +1796,7 @@ static const char *sppln_rma_path_names[] = {"bcopy", "zcopy", "staged"};
  * ones that find no group take zcopy; all land (read back with a get) */
 static void sppln_rma_burst(th_ucp_t *ucp, uint64_t remote, ucp_rkey_h rkey)
 {
-    const size_t len = SPPLN_RMA_BURST_LEN;
+    const size_t len          = SPPLN_RMA_BURST_LEN;
     ucp_request_param_t param = {0};
     void *reqs[SPPLN_RMA_BURST];
     uint8_t *src[SPPLN_RMA_BURST], *dst;
@@ -1599,14 +1814,14 @@ static void sppln_rma_burst(th_ucp_t *ucp, uint64_t remote, ucp_rkey_h rkey)
         TH_ASSERT_UCS_OK(th_ucp_wait(ucp, reqs[i], 60.0));
         munmap(src[i] - 64, map_len);
     }
-    TH_ASSERT_UCS_OK(th_ucp_wait(ucp, ucp_ep_flush_nbx(ucp->ep, &param),
-                                 60.0));
+    TH_ASSERT_UCS_OK(th_ucp_wait(ucp, ucp_ep_flush_nbx(ucp->ep, &param), 60.0));
 
     dst = sppln_map(SPPLN_RMA_BURST * len, &map_len2);
-    TH_ASSERT_UCS_OK(th_ucp_wait(ucp, ucp_get_nbx(ucp->ep, dst,
-                                                  SPPLN_RMA_BURST * len,
-                                                  remote, rkey, &param),
-                                 60.0));
+    TH_ASSERT_UCS_OK(
+            th_ucp_wait(ucp,
+                        ucp_get_nbx(ucp->ep, dst, SPPLN_RMA_BURST * len, remote,
+                                    rkey, &param),
+                        60.0));
     for (i = 0; i < SPPLN_RMA_BURST; ++i) {
         TH_CHECK_PATTERN(dst + (i * len), len, 900 + i);
     }
@@ -1678,8 +1893,7 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         /* softverbs reads this again in a forked process, when it first
          * looks for devices: the initiator has room for the interfaces'
          * pools and the smaller buffers, not for a 64 MiB one besides */
-        setenv("SOFTVERBS_MEMLOCK_LIMIT", (rank == 0) ? "unlimited" : "64m",
-               1);
+        setenv("SOFTVERBS_MEMLOCK_LIMIT", (rank == 0) ? "unlimited" : "64m", 1);
         setenv("UCX_RC_RX_QUEUE_LEN", "256", 1);
     }
     sppln_env(arg->path, "hcr");
@@ -1697,20 +1911,21 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         src = sppln_map(len, &map_len) + 64 + 5;
         th_fill_pattern(src, len, 500 + i);
         sppln_rma_counts(&ucp, counts);
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_put_nbx(ucp.ep, src, len,
-                                                       remote + off, rkey,
-                                                       &param), 60.0));
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param),
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_put_nbx(ucp.ep, src, len, remote + off,
+                                                 rkey, &param),
                                      60.0));
+        TH_ASSERT_UCS_OK(
+                th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param), 60.0));
         path = sppln_rma_path(&ucp, counts);
-        th_log("%s: put of %zu bytes from a fresh buffer: %s", arg->path,
-               len, sppln_rma_path_names[path]);
+        th_log("%s: put of %zu bytes from a fresh buffer: %s", arg->path, len,
+               sppln_rma_path_names[path]);
         if (!strcmp(arg->path, "auto") && (len >= SPPLN_MB)) {
             /* more than one bcopy fragment: zcopy, or staged if it fits */
             TH_ASSERT(path != SP_RMA_BCOPY);
         } else if (!strcmp(arg->path, "sppln")) {
-            TH_ASSERT_EQ(path, (len <= 3 * SPPLN_MB) ? SP_RMA_STAGED :
-                                                       SP_RMA_BCOPY);
+            TH_ASSERT_EQ(path,
+                         (len <= 3 * SPPLN_MB) ? SP_RMA_STAGED : SP_RMA_BCOPY);
         }
 
         /* a buffer put before (in the registration cache, or staged once)
@@ -1718,30 +1933,32 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         if (!arg->memlock && strcmp(arg->path, "bcopy") &&
             strcmp(arg->path, "sppln")) {
             sppln_rma_counts(&ucp, counts);
-            TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_put_nbx(ucp.ep, src, len,
-                                                           remote + off, rkey,
-                                                           &param), 60.0));
+            TH_ASSERT_UCS_OK(
+                    th_ucp_wait(&ucp,
+                                ucp_put_nbx(ucp.ep, src, len, remote + off,
+                                            rkey, &param),
+                                60.0));
             TH_ASSERT_EQ(sppln_rma_path(&ucp, counts), SP_RMA_ZCOPY);
         }
 
         dst = sppln_map(len, &map_len2) + 64 + 3;
-        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_get_nbx(ucp.ep, dst, len,
-                                                       remote + off, rkey,
-                                                       &param), 60.0));
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_get_nbx(ucp.ep, dst, len, remote + off,
+                                                 rkey, &param),
+                                     60.0));
         TH_CHECK_PATTERN(dst, len, 500 + i);
         munmap(dst - 64 - 3, map_len2);
         munmap(src - 64 - 5, map_len);
     }
-    TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param),
-                                 60.0));
+    TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, ucp_ep_flush_nbx(ucp.ep, &param), 60.0));
     if (!arg->memlock) {
         sppln_rma_burst(&ucp, remote + off, rkey);
     }
 
     st = ucp_proto_sppln_stats(ucp.worker);
     th_log("%s: rma bcopy %llu zcopy %llu staged %llu, registration "
-           "fallbacks %llu", arg->path,
-           (unsigned long long)st->rma[SP_RMA_BCOPY],
+           "fallbacks %llu",
+           arg->path, (unsigned long long)st->rma[SP_RMA_BCOPY],
            (unsigned long long)st->rma[SP_RMA_ZCOPY],
            (unsigned long long)st->rma[SP_RMA_STAGED],
            (unsigned long long)st->reg_fallback);
@@ -1765,18 +1982,19 @@ static void sppln_rma_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     } else {
         /* every put was followed by another; then the burst */
         TH_ASSERT_EQ(st->rma[SP_RMA_BCOPY] + st->rma[SP_RMA_ZCOPY] +
-                     st->rma[SP_RMA_STAGED], 3 * n + SPPLN_RMA_BURST + 1);
+                             st->rma[SP_RMA_STAGED],
+                     3 * n + SPPLN_RMA_BURST + 1);
     }
 
     sppln_rma_done(&ucp, oob, rkey);
 }
 
-#define SPPLN_RMA_TEST(_path) \
-    TH_TEST_TIMEOUT(sppln, rma_##_path, 120) \
-    { \
-        sppln_rma_arg_t arg = {#_path, 0}; \
-        setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1); \
-        th_run_procs(2, sppln_rma_rank, &arg); \
+#define SPPLN_RMA_TEST(_path)                                                  \
+    TH_TEST_TIMEOUT(sppln, rma_##_path, 120)                                   \
+    {                                                                          \
+        sppln_rma_arg_t arg = {#_path, 0};                                     \
+        setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);                     \
+        th_run_procs(2, sppln_rma_rank, &arg);                                 \
     }
 
 SPPLN_RMA_TEST(auto)
@@ -1805,8 +2023,8 @@ TH_TEST(sppln, config_vars_used)
 
 /* ---- the chunk schedule, as both sides compute it ----------------------- */
 
-size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0,
-                             double q, size_t slot_size);
+size_t ucp_sppln_sched_chunk(size_t length, size_t offset, size_t c0, double q,
+                             size_t slot_size);
 int ucp_sppln_geometry_valid(size_t slot_size, size_t sub_size);
 
 static size_t sppln_min(size_t a, size_t b)
@@ -1822,13 +2040,12 @@ TH_TEST(sppln, schedule_chunks)
     static const struct {
         size_t c0;
         double q;
-    } bad[] = {{0, 2.0}, {4096, 0.0}, {1, 0.5}};
+    } bad[]       = {{0, 2.0}, {4096, 0.0}, {1, 0.5}};
     size_t length = 3 * SPPLN_MB + 5, offset, size, expect;
     unsigned i, n;
 
     for (offset = 0, expect = 128 * 1024; offset < length; offset += size) {
-        size = ucp_sppln_sched_chunk(length, offset, 128 * 1024, 2.0,
-                                     SPPLN_MB);
+        size = ucp_sppln_sched_chunk(length, offset, 128 * 1024, 2.0, SPPLN_MB);
         TH_ASSERT_EQ(size, sppln_min(expect, length - offset));
         expect = sppln_min(2 * expect, SPPLN_MB);
     }

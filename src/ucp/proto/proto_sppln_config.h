@@ -28,6 +28,9 @@ typedef enum {
     UCP_SPPLN_FRESH_POPULATE, /* the kernel populates the pages
                                  (MADV_POPULATE_WRITE), then memcpy */
     UCP_SPPLN_FRESH_FAULT, /* memcpy, taking a page fault per page */
+    UCP_SPPLN_FRESH_UFFD, /* the kernel fills the pages with the data
+                                 (userfaultfd's UFFDIO_COPY): no zeroing,
+                                 no second pass */
     UCP_SPPLN_FRESH_LAST
 } ucp_sppln_fresh_t;
 
@@ -63,6 +66,9 @@ typedef struct {
     int fresh_collapse; /* receiver: have the kernel build
                                             a huge page for each piece the
                                             message fills whole */
+    size_t fresh_uffd_min; /* receiver, fresh_copy uffd: the
+                                            fewest bytes of whole pages a
+                                            destination registers */
 } ucp_sppln_config_t;
 
 

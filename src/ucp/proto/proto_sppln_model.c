@@ -34,12 +34,11 @@ const char *ucp_sppln_path_names[] = {
     [UCP_SPPLN_PATH_LAST]  = NULL
 };
 
-const char *ucp_sppln_fresh_names[] = {
-    [UCP_SPPLN_FRESH_KCOPY]    = "kcopy",
-    [UCP_SPPLN_FRESH_POPULATE] = "populate",
-    [UCP_SPPLN_FRESH_FAULT]    = "fault",
-    [UCP_SPPLN_FRESH_LAST]     = NULL
-};
+const char *ucp_sppln_fresh_names[] = {[UCP_SPPLN_FRESH_KCOPY]    = "kcopy",
+                                       [UCP_SPPLN_FRESH_POPULATE] = "populate",
+                                       [UCP_SPPLN_FRESH_FAULT]    = "fault",
+                                       [UCP_SPPLN_FRESH_UFFD]     = "uffd",
+                                       [UCP_SPPLN_FRESH_LAST]     = NULL};
 
 
 /* chunks grow at least not at all, and at most this fast: the third slot
@@ -201,7 +200,19 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "            the call is not allowed.\n"
          " populate - madvise(MADV_POPULATE_WRITE) (Linux 5.14), then memcpy;\n"
          "            falls back to fault where the kernel lacks it.\n"
-         " fault    - memcpy, one page fault per page.",
+         " fault    - memcpy, one page fault per page.\n"
+         " uffd     - the kernel fills each whole page of the buffer with its\n"
+         "            data as it lands (userfaultfd, UFFDIO_COPY, Linux "
+         "5.11):\n"
+         "            pages are not zeroed first and written once, and\n"
+         "            nothing is faulted in ahead (UCX_RNDV_SPPLN_FRESH_AHEAD\n"
+         "            does not apply). Until the receive completes, another\n"
+         "            thread that touches a page of the buffer the data has\n"
+         "            not reached yet waits for it. A buffer with fewer whole\n"
+         "            pages than UCX_RNDV_SPPLN_FRESH_UFFD_MIN, or given huge\n"
+         "            pages (UCX_RNDV_SPPLN_FRESH_THP, _COLLAPSE), is\n"
+         "            populated; so are all where the kernel refuses a\n"
+         "            user-mode userfaultfd.",
          ucs_offsetof(ucp_sppln_config_t, fresh_copy),
          UCS_CONFIG_TYPE_ENUM(ucp_sppln_fresh_names)},
 
@@ -215,7 +226,8 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "says faults are slower than the network), and a sub-block that "
          "lands\n"
          "beyond is copied the way UCX_RNDV_SPPLN_FRESH_COPY says, as is any\n"
-         "where faulting in ahead is not possible.",
+         "where faulting in ahead is not possible. A buffer that\n"
+         "UCX_RNDV_SPPLN_FRESH_COPY=uffd fills is not faulted in ahead.",
          ucs_offsetof(ucp_sppln_config_t, fresh_ahead), UCS_CONFIG_TYPE_BOOL},
 
         {"RNDV_SPPLN_FRESH_THP", "n",
@@ -254,6 +266,17 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "(transparent_hugepage set to never, a kernel without it).",
          ucs_offsetof(ucp_sppln_config_t, fresh_collapse),
          UCS_CONFIG_TYPE_BOOL},
+
+        {"RNDV_SPPLN_FRESH_UFFD_MIN", "384k",
+         "With UCX_RNDV_SPPLN_FRESH_COPY=uffd, the fewest bytes of whole "
+         "pages\n"
+         "an untouched receive buffer must have to be filled by userfaultfd;\n"
+         "a smaller one is populated. Registering the pages with the\n"
+         "userfaultfd and unregistering them costs about 20 us (the kernel\n"
+         "splits the mapping, then merges it back), which 64 KiB of pages\n"
+         "filled without zeroing do not save.",
+         ucs_offsetof(ucp_sppln_config_t, fresh_uffd_min),
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {NULL}};
 

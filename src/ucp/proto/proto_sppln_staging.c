@@ -18,6 +18,8 @@
 #include <ucs/datastruct/queue.h>
 #include <ucs/sys/sys.h>
 
+#include <unistd.h>
+
 
 /* The slots of a group start a page after its header, page-aligned */
 #define UCP_SPPLN_GROUP_HDR_SIZE 4096
@@ -140,6 +142,7 @@ static ucs_status_t ucp_sppln_worker_create(ucp_worker_h worker)
     sw->slot_size       = config->slot_size;
     sw->fresh_copy      = config->fresh_copy;
     sw->fresh_collapse  = config->fresh_collapse;
+    sw->uffd            = -1;
     sw->next_generation = 1;
 
     status = ucs_mpool_init(&sw->xfer_mp, 0, sizeof(ucp_sppln_xfer_t), 0,
@@ -258,6 +261,11 @@ void ucp_proto_sppln_worker_cleanup(ucp_worker_h worker)
               sw->stats.async_copies);
 
     ucp_sppln_staged_untrack(&sw->staged);
+    if (sw->uffd >= 0) {
+        /* ends the registrations of transfers still in progress too */
+        close(sw->uffd);
+    }
+    ucs_free(sw->uffd_page);
     if (sw->copy_engine != NULL) {
         ucs_copy_engine_destroy(sw->copy_engine);
     }

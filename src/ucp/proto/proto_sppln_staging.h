@@ -151,6 +151,11 @@ typedef struct ucp_sppln_worker {
                                             collapses after the next slow
                                             one */
     unsigned collapse_skip; /* ... and those left now */
+    int uffd; /* receiver: the userfaultfd that fills
+                                            untouched pages, -1 before its
+                                            first use */
+    void *uffd_page; /* receiver: a page that carries
+                                            a page's part of a sub-block */
     ucp_sppln_rma_group_t rma[UCP_SPPLN_MAX_GROUPS]; /* staged puts */
 } ucp_sppln_worker_t;
 

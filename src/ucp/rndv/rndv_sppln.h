@@ -240,6 +240,11 @@ typedef struct ucp_sppln_xfer {
             size_t populate_end; /* ... up to here, a piece at
                                                  a time (ucp_sppln_recv_populate()) */
             uct_worker_cb_id_t populate_cb_id;
+            /* the whole pages of the destination registered with the
+             * worker's userfaultfd (UCX_RNDV_SPPLN_FRESH_COPY=uffd), none
+             * where uffd_end is 0 */
+            uintptr_t uffd_start;
+            uintptr_t uffd_end;
         } recv;
     };
 } ucp_sppln_xfer_t;

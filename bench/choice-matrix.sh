@@ -60,7 +60,7 @@ gcc -O2 -Wall -o "$tmp/first-touch" "$bench_top/bench/first-touch.c"
 touch_args=
 if [ "${UCX_RNDV_SPPLN_FRESH_COLLAPSE:-n}" = y ]; then
     touch_args=-c
-elif [ "${UCX_RNDV_SPPLN_FRESH_COPY:-kcopy}" = uffd ] &&
+elif [ "${UCX_RNDV_SPPLN_FRESH_COPY:-uffd}" = uffd ] &&
      [ "${UCX_RNDV_SPPLN_FRESH_THP:-n}" != y ]; then
     touch_args=-u
 fi

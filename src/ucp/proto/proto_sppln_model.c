@@ -75,7 +75,7 @@ ucs_config_field_t ucp_sppln_config_table[] = {
         UCP_SPPLN_RENAMED("Q", "auto", q, UCS_CONFIG_TYPE_DOUBLE_AUTO_STRICT),
         UCP_SPPLN_RENAMED("COPY_ASYNC", "auto", copy_async,
                           UCS_CONFIG_TYPE_TERNARY_AUTO),
-        UCP_SPPLN_RENAMED("FRESH_COPY", "kcopy", fresh_copy,
+        UCP_SPPLN_RENAMED("FRESH_COPY", "uffd", fresh_copy,
                           UCS_CONFIG_TYPE_ENUM(ucp_sppln_fresh_names)),
 
         {"RNDV_SPPLN_ENABLE", "try",
@@ -188,7 +188,7 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          ucs_offsetof(ucp_sppln_config_t, copy_async),
          UCS_CONFIG_TYPE_TERNARY_AUTO},
 
-        {"RNDV_SPPLN_FRESH_COPY", "kcopy",
+        {"RNDV_SPPLN_FRESH_COPY", "uffd",
          "How the receiver copies into a receive buffer whose pages were "
          "never\n"
          "touched (on a virtual machine a page fault per page can cost ten\n"

@@ -154,6 +154,7 @@ typedef struct ucp_sppln_worker {
     int uffd; /* receiver: the userfaultfd that fills
                                             untouched pages, -1 before its
                                             first use */
+    pid_t uffd_pid; /* the process that opened it */
     void *uffd_page; /* receiver: a page that carries
                                             a page's part of a sub-block */
     ucp_sppln_rma_group_t rma[UCP_SPPLN_MAX_GROUPS]; /* staged puts */

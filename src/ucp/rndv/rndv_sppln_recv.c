@@ -542,10 +542,17 @@ static int ucp_sppln_recv_uffd_fd(ucp_sppln_worker_t *sw)
     int fd;
 
     if (sw->uffd >= 0) {
-        return sw->uffd;
+        if (sw->uffd_pid == getpid()) {
+            return sw->uffd;
+        }
+        /* a forked child's copy serves its parent's address space */
+        close(sw->uffd);
+        sw->uffd = -1;
     }
 
-    sw->uffd_page = ucs_malloc(ucs_get_page_size(), "sppln_uffd_page");
+    if (sw->uffd_page == NULL) {
+        sw->uffd_page = ucs_malloc(ucs_get_page_size(), "sppln_uffd_page");
+    }
     if (sw->uffd_page == NULL) {
         ucs_diag("rndv/sppln: no memory for a page: untouched destinations "
                  "are populated, not filled by userfaultfd");
@@ -567,7 +574,8 @@ static int ucp_sppln_recv_uffd_fd(ucp_sppln_worker_t *sw)
         goto err;
     }
 
-    sw->uffd = fd;
+    sw->uffd     = fd;
+    sw->uffd_pid = getpid();
     return fd;
 
 err:
@@ -648,7 +656,10 @@ static void ucp_sppln_recv_uffd_unregister(ucp_request_t *req)
 
     range.start = xfer->recv.uffd_start;
     range.len   = xfer->recv.uffd_end - xfer->recv.uffd_start;
-    if (ioctl(sw->uffd, UFFDIO_UNREGISTER, &range) != 0) {
+    if (sw->uffd_pid != getpid()) {
+        /* a forked child: the registration is its parent's, and the
+         * child's copy of the mapping has none */
+    } else if (ioctl(sw->uffd, UFFDIO_UNREGISTER, &range) != 0) {
         /* the application unmapped its buffer during the receive */
         ucs_debug("rndv/sppln req %p: ioctl(UFFDIO_UNREGISTER, 0x%llx, %llu) "
                   "failed: %m",
@@ -697,6 +708,12 @@ static void ucp_sppln_recv_uffd_fill(ucp_request_t *req, void *dst,
     uintptr_t from = (uintptr_t)src - (uintptr_t)dst;
     size_t copied;
     int err;
+
+    if ((xfer->recv.uffd_end != 0) && (sw->uffd_pid != getpid())) {
+        /* a transfer a forked child goes on with: its pages are not
+         * registered, and the descriptor would fill its parent's */
+        ucp_sppln_recv_uffd_unregister(req);
+    }
 
     while (to < end) {
         page_start = ucs_align_down(to, page);

@@ -1017,9 +1017,13 @@ typedef struct {
     sppln_arg_t super;
     const char *uffd_min; /* UCX_RNDV_SPPLN_FRESH_UFFD_MIN */
     size_t uffd_min_bytes; /* ... in bytes */
-    int touched; /* the receiver wrote some pages of its buffer, not the
-                    first, before the receive */
+    int touched; /* the receiver wrote, before the receive, none of its
+                    buffer's whole pages (0), 8 of them (1), all (2) */
 } sppln_uffd_arg_t;
+
+/* present whole pages a receive fills around before it copies the rest as
+ * usual (UCP_SPPLN_UFFD_MAX_PRESENT) */
+#define SPPLN_UFFD_MAX_PRESENT 32
 
 /*
  * Rank 0 sends, rank 1 receives into fresh mappings at odd offsets with
@@ -1029,14 +1033,18 @@ typedef struct {
  * counter moves where the destination has uffd_min bytes of whole pages or
  * more and stays where it has fewer, and after each receive no mapping of
  * the buffer is registered any longer and its mapping is one again. With
- * touched, every fifth page from the third is written before the receive:
- * UFFDIO_COPY finds them present and they are written with memcpy.
+ * touched 1, every fifth whole page from the third, 8 at most, is written
+ * before the receive: UFFDIO_COPY finds them present and they are written
+ * with memcpy, nothing falls back. With touched 2 all its whole pages are
+ * (the first, partial page is not, so the buffer still looks fresh): after
+ * SPPLN_UFFD_MAX_PRESENT of them the receiver copies the rest as usual,
+ * which a buffer of 64 whole pages and more shows in the populate counter.
  */
 static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_uffd_arg_t *arg = varg;
     size_t page                 = (size_t)sysconf(_SC_PAGESIZE);
-    size_t size, map_len, off, whole, k, n;
+    size_t size, map_len, off, whole, k, n, touch;
     sppln_stats_t before, after;
     uintptr_t first;
     uint8_t *map, *buf;
@@ -1062,8 +1070,10 @@ static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             sppln_send_to_posted(&ucp, oob, buf, size, 0x710 + i);
         } else {
             buf[size] = 0xee;
-            for (k = 3 * page; arg->touched && (k + page <= whole);
-                 k += 5 * page) {
+            for (k = (arg->touched == 1) ? (3 * page) : 0, touch = 0;
+                 arg->touched && (k + page <= whole) &&
+                 ((arg->touched == 2) || (touch < 8));
+                 k += (arg->touched == 1) ? (5 * page) : page, ++touch) {
                 memset((void *)(first + k), 0x11, page);
             }
             sppln_check_unregistered(map, map_len);
@@ -1081,9 +1091,15 @@ static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             if (whole >= arg->uffd_min_bytes) {
                 TH_ASSERT_GT(after.fresh[SP_FRESH_UFFD],
                              before.fresh[SP_FRESH_UFFD]);
-                /* no sub-block fell back to populating */
-                TH_ASSERT_EQ(after.fresh[SP_FRESH_POPULATE],
-                             before.fresh[SP_FRESH_POPULATE]);
+                if ((arg->touched < 2) ||
+                    (whole <= SPPLN_UFFD_MAX_PRESENT * page)) {
+                    /* no sub-block fell back to populating */
+                    TH_ASSERT_EQ(after.fresh[SP_FRESH_POPULATE],
+                                 before.fresh[SP_FRESH_POPULATE]);
+                } else if (whole >= 64 * page) {
+                    TH_ASSERT_GT(after.fresh[SP_FRESH_POPULATE],
+                                 before.fresh[SP_FRESH_POPULATE]);
+                }
             } else {
                 TH_ASSERT_EQ(after.fresh[SP_FRESH_UFFD],
                              before.fresh[SP_FRESH_UFFD]);
@@ -1124,6 +1140,9 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_touched_pages, 120)
     if (!sppln_can_uffd()) {
         TH_SKIP("the kernel refuses a user-mode userfaultfd");
     }
+    sppln_run(sppln_uffd_rank, &arg.super);
+
+    arg.touched = 2;
     sppln_run(sppln_uffd_rank, &arg.super);
 }
 

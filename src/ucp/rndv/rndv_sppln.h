@@ -245,6 +245,7 @@ typedef struct ucp_sppln_xfer {
              * where uffd_end is 0 */
             uintptr_t uffd_start;
             uintptr_t uffd_end;
+            unsigned uffd_present; /* whole pages it found present */
         } recv;
     };
 } ucp_sppln_xfer_t;

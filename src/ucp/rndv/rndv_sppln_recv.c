@@ -30,6 +30,12 @@
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
+/* Whole pages of a destination filled by userfaultfd that may turn out to
+ * be present (written by the application, though the first page was not)
+ * before the rest is copied as usual: where many are, the rest likely is
+ * too, and a failed UFFDIO_COPY per page costs more than the copy */
+#define UCP_SPPLN_UFFD_MAX_PRESENT 32
+
 #if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
 #define UCP_SPPLN_HAVE_UFFD 1
 #else
@@ -707,7 +713,7 @@ static void ucp_sppln_recv_uffd_fill(ucp_request_t *req, void *dst,
     /* the source of destination byte 'to' is at 'to + from' */
     uintptr_t from = (uintptr_t)src - (uintptr_t)dst;
     size_t copied;
-    int err;
+    int whole, err;
 
     if ((xfer->recv.uffd_end != 0) && (sw->uffd_pid != getpid())) {
         /* a transfer a forked child goes on with: its pages are not
@@ -727,7 +733,8 @@ static void ucp_sppln_recv_uffd_fill(ucp_request_t *req, void *dst,
             goto copy;
         }
 
-        if ((to == page_start) && (stop == page_start + page)) {
+        whole = (to == page_start) && (stop == page_start + page);
+        if (whole) {
             /* the whole pages from here */
             stop = ucs_min(ucs_align_down(end, page), xfer->recv.uffd_end);
             err  = ucp_sppln_recv_uffd_copy(sw->uffd, to, (void *)(to + from),
@@ -750,13 +757,16 @@ static void ucp_sppln_recv_uffd_fill(ucp_request_t *req, void *dst,
             /* done, or stopped short of a page that the next call names
              * (a partial copy reports EAGAIN, not why it stopped) */
             continue;
-        } else if (err == EEXIST) {
+        } else if ((err == EEXIST) &&
+                   (!whole || (++xfer->recv.uffd_present <=
+                               UCP_SPPLN_UFFD_MAX_PRESENT))) {
             /* the page at 'to' is present: written as usual */
             stop = ucs_min(end, ucs_align_down(to, page) + page);
         } else {
             ucs_debug("rndv/sppln req %p: ioctl(UFFDIO_COPY, 0x%lx) failed: "
-                      "%s; the rest faults in as usual",
-                      req, to, strerror(err));
+                      "%s (%u whole pages present); the rest is copied as "
+                      "usual",
+                      req, to, strerror(err), xfer->recv.uffd_present);
             ucp_sppln_recv_uffd_unregister(req);
             stop = end;
         }

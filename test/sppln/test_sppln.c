@@ -544,6 +544,18 @@ static void sppln_recv_counted(th_ucp_t *ucp, th_oob_t *oob, void *buf,
     *after = *st;
 }
 
+/* The counter of sub-blocks copied into untouched pages the 'which' way
+ * moved between *before and *after, or did not */
+static void sppln_check_fresh(const sppln_stats_t *before,
+                              const sppln_stats_t *after, int which, int moved)
+{
+    if (moved) {
+        TH_ASSERT_GT(after->fresh[which], before->fresh[which]);
+    } else {
+        TH_ASSERT_EQ(after->fresh[which], before->fresh[which]);
+    }
+}
+
 /*
  * A message that fits in its first chunk (bcopy, 256 KiB) into an untouched
  * destination at an odd offset: the receiver faults the destination in after
@@ -605,13 +617,8 @@ static void sppln_populate_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                    (unsigned long)(after.fresh[SP_FRESH_KCOPY] -
                                    before.fresh[SP_FRESH_KCOPY]));
             TH_ASSERT_EQ(after.populated - before.populated, (i == 0) ? 1 : 0);
-            if ((i == 0) && (arg != NULL) && !arg->ahead) {
-                TH_ASSERT_GT(after.fresh[SP_FRESH_KCOPY],
-                             before.fresh[SP_FRESH_KCOPY]);
-            } else {
-                TH_ASSERT_EQ(after.fresh[SP_FRESH_KCOPY],
-                             before.fresh[SP_FRESH_KCOPY]);
-            }
+            sppln_check_fresh(&before, &after, SP_FRESH_KCOPY,
+                              (i == 0) && (arg != NULL) && !arg->ahead);
         }
         munmap(map, map_len);
     }
@@ -1088,21 +1095,15 @@ static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                    size, whole,
                    (unsigned long)(after.fresh[SP_FRESH_UFFD] -
                                    before.fresh[SP_FRESH_UFFD]));
-            if (whole >= arg->uffd_min_bytes) {
-                TH_ASSERT_GT(after.fresh[SP_FRESH_UFFD],
-                             before.fresh[SP_FRESH_UFFD]);
-                if ((arg->touched < 2) ||
-                    (whole <= SPPLN_UFFD_MAX_PRESENT * page)) {
-                    /* no sub-block fell back to populating */
-                    TH_ASSERT_EQ(after.fresh[SP_FRESH_POPULATE],
-                                 before.fresh[SP_FRESH_POPULATE]);
-                } else if (whole >= 64 * page) {
-                    TH_ASSERT_GT(after.fresh[SP_FRESH_POPULATE],
-                                 before.fresh[SP_FRESH_POPULATE]);
-                }
-            } else {
-                TH_ASSERT_EQ(after.fresh[SP_FRESH_UFFD],
-                             before.fresh[SP_FRESH_UFFD]);
+            sppln_check_fresh(&before, &after, SP_FRESH_UFFD,
+                              whole >= arg->uffd_min_bytes);
+            if ((whole >= arg->uffd_min_bytes) &&
+                ((arg->touched < 2) ||
+                 (whole <= SPPLN_UFFD_MAX_PRESENT * page))) {
+                /* no sub-block fell back to populating */
+                sppln_check_fresh(&before, &after, SP_FRESH_POPULATE, 0);
+            } else if ((whole >= arg->uffd_min_bytes) && (whole >= 64 * page)) {
+                sppln_check_fresh(&before, &after, SP_FRESH_POPULATE, 1);
             }
             sppln_check_unregistered(map, map_len);
         }
@@ -1112,99 +1113,32 @@ static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_cleanup(&ucp);
 }
 
-TH_TEST_TIMEOUT(sppln, fresh_destination_uffd, 120)
+/* sppln_uffd_rank() with these settings, where a userfaultfd can be had */
+static void
+sppln_uffd_run(const char *uffd_min, size_t uffd_min_bytes, int touched)
 {
     sppln_uffd_arg_t arg = {{"sppln", "hcr", 0, 0, SPPLN_MODEL_FAST_FAULTS},
-                            "0",
-                            0,
-                            0};
+                            uffd_min,
+                            uffd_min_bytes,
+                            touched};
 
     if (!sppln_can_uffd()) {
         TH_SKIP("the kernel refuses a user-mode userfaultfd");
     }
     sppln_run(sppln_uffd_rank, &arg.super);
+}
 
+TH_TEST_TIMEOUT(sppln, fresh_destination_uffd, 120)
+{
+    sppln_uffd_run("0", 0, 0);
     /* the default minimum: 64 KiB and 300001 bytes are populated */
-    arg.uffd_min       = "384k";
-    arg.uffd_min_bytes = 384 * 1024;
-    sppln_run(sppln_uffd_rank, &arg.super);
+    sppln_uffd_run("384k", 384 * 1024, 0);
 }
 
 TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_touched_pages, 120)
 {
-    sppln_uffd_arg_t arg = {{"sppln", "hcr", 0, 0, SPPLN_MODEL_FAST_FAULTS},
-                            "0",
-                            0,
-                            1};
-
-    if (!sppln_can_uffd()) {
-        TH_SKIP("the kernel refuses a user-mode userfaultfd");
-    }
-    sppln_run(sppln_uffd_rank, &arg.super);
-
-    arg.touched = 2;
-    sppln_run(sppln_uffd_rank, &arg.super);
-}
-
-/*
- * A receive into a fresh buffer filled by userfaultfd fails half way: the
- * sender's last sub-block is short (UCP_SPPLN_FAULT_SHORT_SUB), so the
- * receiver fails the transfer with UCS_ERR_IO_ERROR before its last pages
- * are filled. Its registration must end with the transfer: afterwards no
- * mapping of the buffer is registered, and the application writes every
- * page of it (a page still registered and never filled would keep the
- * writer waiting for a fault handler).
- */
-static void
-sppln_uffd_failed_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
-{
-    const size_t size         = 4 * SPPLN_MB + 5;
-    ucp_request_param_t param = {0};
-    ucs_status_t status;
-    size_t map_len;
-    th_ucp_t ucp;
-    uint8_t *buf;
-    void *req;
-    char done;
-
-    sppln_env("sppln", "hcr");
-    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
-    setenv("UCX_RNDV_SPPLN_SUB_SIZE", "256k", 1);
-    th_ucp_init(&ucp, UCP_FEATURE_TAG);
-    th_ucp_connect(&ucp, oob, 1 - rank, 1);
-    buf = sppln_map(size, &map_len);
-    if (rank == 0) {
-        ucp_proto_sppln_test_fault(1u << 1); /* UCP_SPPLN_FAULT_SHORT_SUB */
-        th_fill_pattern(buf, size, 78);
-        th_oob_recv(oob, 1, &done, 1);
-        req    = ucp_tag_send_nbx(ucp.ep, buf, size, 0x78, &param);
-        status = th_ucp_wait(&ucp, req, 60.0);
-        th_log("the broken send: %s", ucs_status_string(status));
-        /* the receiver's error ACK fails it */
-        TH_ASSERT(status != UCS_OK);
-        th_oob_recv(oob, 1, &done, 1);
-    } else {
-        req  = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x78, (ucp_tag_t)-1,
-                                &param);
-        done = 1;
-        th_oob_send(oob, 0, &done, 1);
-        TH_ASSERT_EQ(th_ucp_wait(&ucp, req, 60.0), UCS_ERR_IO_ERROR);
-        sppln_check_unregistered(buf, size);
-        memset(buf, 0x22, size);
-        th_oob_send(oob, 0, &done, 1);
-    }
-    /* requests of a broken transfer may still be in flight */
-    fflush(stdout);
-    _exit(0);
-}
-
-TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_failed_transfer, 120)
-{
-    if (!sppln_can_uffd()) {
-        TH_SKIP("the kernel refuses a user-mode userfaultfd");
-    }
-    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
-    th_run_procs(2, sppln_uffd_failed_rank, NULL);
+    sppln_uffd_run("0", 0, 1);
+    sppln_uffd_run("0", 0, 2);
 }
 
 /* ---- active messages ------------------------------------------------- */
@@ -2116,6 +2050,9 @@ typedef struct {
     int faulty; /* rank that breaks the protocol: 0 sends, 1 receives */
     int harmless; /* the other rank drops what is broken and the transfer
                       completes whole */
+    int fresh_uffd; /* the receiver's buffer is fresh, filled by
+                       userfaultfd: after the failure no page of it may stay
+                       registered, and it writes them all */
 } sppln_fault_arg_t;
 
 /* Rank 0 sends one message of several chunks to rank 1 through staging;
@@ -2139,6 +2076,9 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     sppln_env("sppln", "hcr");
     /* several sub-blocks per chunk */
     setenv("UCX_RNDV_SPPLN_SUB_SIZE", "256k", 1);
+    if (arg->fresh_uffd) {
+        setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+    }
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     /* untrusted peers: with error handling, request ids on the wire are
      * looked up, not taken as pointers (a broken peer's late ACK names a
@@ -2152,7 +2092,9 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         th_fill_pattern(buf, size, 77);
         req = ucp_tag_send_nbx(ucp.ep, buf, size, 0x77, &param);
     } else {
-        memset(buf, 0xee, size);
+        if (!arg->fresh_uffd) {
+            memset(buf, 0xee, size);
+        }
         req = ucp_tag_recv_nbx(ucp.worker, buf, size, 0x77, (ucp_tag_t)-1,
                                &param);
     }
@@ -2173,6 +2115,12 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         th_log("rank %d detected the fault: %s", rank,
                ucs_status_string(status));
         TH_ASSERT_EQ(status, UCS_ERR_IO_ERROR);
+        if (arg->fresh_uffd && (rank == 1)) {
+            /* a page still registered and never filled would keep this
+             * writer waiting for a fault handler */
+            sppln_check_unregistered(buf, size);
+            memset(buf, 0x22, size);
+        }
         /* the faulty rank stops using the connection first */
         th_oob_recv(oob, 1 - rank, &done, 1);
     } else {
@@ -2198,7 +2146,7 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 #define SPPLN_FAULT_TEST(_name, _fault, _faulty)                               \
     TH_TEST_TIMEOUT(sppln, peer_##_name, 120)                                  \
     {                                                                          \
-        sppln_fault_arg_t arg = {_fault, _faulty, 0};                          \
+        sppln_fault_arg_t arg = {_fault, _faulty, 0, 0};                       \
         setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);                     \
         th_run_procs(2, sppln_fault_rank, &arg);                               \
     }
@@ -2218,8 +2166,26 @@ SPPLN_FAULT_TEST(ack_out_of_order, SPPLN_FAULT_ACK_AHEAD, 1)
  * transfer completes whole */
 TH_TEST_TIMEOUT(sppln, peer_foreign_notification, 120)
 {
-    sppln_fault_arg_t arg = {SPPLN_FAULT_FOREIGN, 0, 1};
+    sppln_fault_arg_t arg = {SPPLN_FAULT_FOREIGN, 0, 1, 0};
 
+    setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
+    th_run_procs(2, sppln_fault_rank, &arg);
+}
+
+/*
+ * A receive into a fresh buffer filled by userfaultfd fails half way: the
+ * sender's last sub-block is short, so the receiver fails the transfer
+ * before its last pages are filled. Its registration must end with the
+ * transfer: afterwards no mapping of the buffer is registered, and the
+ * application writes every page of it.
+ */
+TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_failed_transfer, 120)
+{
+    sppln_fault_arg_t arg = {SPPLN_FAULT_SHORT_SUB, 0, 0, 1};
+
+    if (!sppln_can_uffd()) {
+        TH_SKIP("the kernel refuses a user-mode userfaultfd");
+    }
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
     th_run_procs(2, sppln_fault_rank, &arg);
 }

@@ -109,8 +109,13 @@ static int ft_uffd_open(size_t max_size)
 {
     struct uffdio_api api = {.api = UFFD_API};
 
+#ifndef UFFD_USER_MODE_ONLY
+    fprintf(stderr, "-u: built with headers older than Linux 5.11\n");
+    return -1;
+#else
     ft_uffd = syscall(__NR_userfaultfd,
                       O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+#endif
     if ((ft_uffd < 0) || (ioctl(ft_uffd, UFFDIO_API, &api) != 0)) {
         perror("userfaultfd");
         return -1;

@@ -645,6 +645,8 @@ static int ucp_sppln_recv_uffd_register(ucp_request_t *req)
     xfer->recv.uffd_end   = reg.range.start + reg.range.len;
     return 1;
 #else
+    /* says once that the worker populates instead */
+    (void)ucp_sppln_recv_uffd_fd(req->send.ep->worker->sppln);
     return 0;
 #endif
 }

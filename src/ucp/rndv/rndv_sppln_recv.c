@@ -520,12 +520,11 @@ static unsigned ucp_sppln_recv_populate_progress(void *arg)
  * pages. First sends into fresh buffers at 25 Gb/s on the benches' VM
  * (bench/choice-matrix.sh, two runs each way): 1 MiB 333-465 -> 328-393 us,
  * 4 MiB 1659-1975 -> 1557-1705, 16 MiB 7054-9164 -> 6098-6898; in the NAS
- * IS-like exchange the first touch of 8 MiB cost 2.1-2.6 ms, where it cost
- * 3.3 ms populated in an earlier run (bench/sppln-nas-is.sh -p). The
- * destination's whole pages are
- * registered for missing-page faults once the RTR is out, and unregistered
- * when the receive completes, which merges the application's mapping
- * back.
+ * IS-like exchange the first touch of 8 MiB cost 2.1-3.8 ms (rc_verbs'
+ * registration 2.6-3.5), where it cost 3.3 ms populated in an earlier run
+ * (bench/sppln-nas-is.sh -p). The destination's whole pages are registered
+ * for missing-page faults once the RTR is out, and unregistered when the
+ * receive completes, which merges the application's mapping back.
  *
  * A page that the kernel has no page for yet must never be written other
  * than by UFFDIO_COPY while registered: the writer would wait for a fault

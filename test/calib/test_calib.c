@@ -8,8 +8,11 @@
 
 #include <ucs/calib/calib.h>
 
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <math.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +129,86 @@ TH_TEST(calib, crossover_matches_model)
     ucs_calib_derive(&m, &d);
     TH_ASSERT(calib_close(d.sp_q, 4.0, 1e-9));
     TH_ASSERT_GE(d.sp_c0, 4096);
+}
+
+/* calib_flat_model() with the costs of filling untouched receive buffers:
+ * faulting pages in 1 us + 0.25 ns/B, userfaultfd 5 us + 0.21 ns/B (the
+ * benches' VM), a copy of 0.05 ns/B (20 GB/s) and a network of net_bw */
+static void calib_fill_model(ucs_calib_model_t *m, double net_bw)
+{
+    calib_flat_model(m, 4e-6, 0.1e-9, 20e9);
+    m->net_bw        = net_bw;
+    m->net_latency   = 1e-6;
+    m->net_gap       = 2e-6;
+    m->fill_populate = ucs_linear_func_make(1e-6, 0.25e-9);
+    m->fill_uffd     = ucs_linear_func_make(5e-6, 0.21e-9);
+}
+
+/* userfaultfd fills untouched pages from where its fixed cost is paid by
+ * what it saves per byte (no zeroing, no copy afterwards) */
+TH_TEST(calib, fill_uffd_min_matches_model)
+{
+    /* saves 0.25 + 0.05 - 0.21 = 0.09 ns/B for 4 us more: 44 KB */
+    const double expected = (5e-6 - 1e-6) / (0.09e-9);
+    ucs_calib_derived_t d;
+    ucs_calib_model_t m;
+
+    calib_fill_model(&m, 12.5e9);
+    TH_ASSERT(ucs_calib_fill_measured(&m));
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT(calib_close((double)d.fill_uffd_min, expected, 0.1));
+
+    /* dearer per byte than faulting in and copying: never */
+    m.fill_uffd = ucs_linear_func_make(5e-6, 0.31e-9);
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.fill_uffd_min, UCS_CALIB_SIZE_INF);
+
+    /* not measured (a model file of an older version): never */
+    m.fill_uffd = ucs_linear_func_make(0, 0);
+    TH_ASSERT(!ucs_calib_fill_measured(&m));
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT_EQ(d.fill_uffd_min, UCS_CALIB_SIZE_INF);
+}
+
+/* What the receiver of an untouched buffer faults in ahead of the data */
+TH_TEST(calib, fill_ahead_follows_the_bottleneck)
+{
+    const size_t sub = 256 * 1024, size = 4 * 1024 * 1024;
+    double wait;
+    size_t ahead;
+    ucs_calib_model_t m;
+
+    /* 12.5 GB/s (0.08 ns/B): the receiver, at 0.3 ns/B faulted in and
+     * copied, is the bottleneck, so it faults in what it can while the
+     * first sub-block is on its way (the RTR's latency, the sender's
+     * post, the sub-block's wire time and latency), and userfaultfd fills
+     * the rest */
+    calib_fill_model(&m, 12.5e9);
+    wait  = (2 * m.net_latency) + m.net_gap + (sub / m.net_bw);
+    ahead = ucs_calib_fill_ahead(&m, size, sub);
+    th_log("ahead %zu of %zu bytes at 12.5 GB/s", ahead, size);
+    TH_ASSERT(calib_close((double)ahead,
+                          (wait - m.fill_populate.c) / m.fill_populate.m,
+                          0.01));
+    /* a larger first sub-block is longer on its way */
+    TH_ASSERT_GT(ucs_calib_fill_ahead(&m, size, 2 * sub), ahead);
+
+    /* 1 GB/s: the receiver keeps up with the wire anyway, so it faults in
+     * all of it rather than pay userfaultfd's fixed cost */
+    calib_fill_model(&m, 1e9);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub), size);
+
+    /* a buffer that the wait before its data covers: all of it */
+    calib_fill_model(&m, 12.5e9);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, 32 * 1024, sub), 32 * 1024);
+
+    /* userfaultfd's fixed cost larger than the wait hides: all of it */
+    m.fill_uffd = ucs_linear_func_make(2e-3, 0.21e-9);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub), size);
+
+    /* not measured: all of it, as before there was a choice */
+    m.fill_uffd = ucs_linear_func_make(0, 0);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub), size);
 }
 
 /* the superpipeline's schedule: chunks double where copies are not twice as
@@ -438,6 +521,8 @@ TH_TEST(calib, model_file_roundtrip)
     m.dereg        = ucs_linear_func_make(2e-6, 0.01e-9);
     m.copy_fault   = ucs_linear_func_make(0, 0.2e-9);
     m.xfer_fault   = ucs_linear_func_make(1.5e-6, 0.4e-9);
+    m.fill_populate                    = ucs_linear_func_make(1e-6, 0.25e-9);
+    m.fill_uffd                        = ucs_linear_func_make(4.5e-6, 0.21e-9);
     m.num_copy     = 3;
     m.copy[1].size = 65536;
     m.copy[1].bw   = 30e9;
@@ -467,6 +552,10 @@ TH_TEST(calib, model_file_roundtrip)
     TH_ASSERT(calib_close(r.copy_fault.m, m.copy_fault.m, 1e-6));
     TH_ASSERT(calib_close(r.xfer_fault.c, m.xfer_fault.c, 1e-6));
     TH_ASSERT(calib_close(r.xfer_fault.m, m.xfer_fault.m, 1e-6));
+    TH_ASSERT(calib_close(r.fill_populate.c, m.fill_populate.c, 1e-6));
+    TH_ASSERT(calib_close(r.fill_populate.m, m.fill_populate.m, 1e-6));
+    TH_ASSERT(calib_close(r.fill_uffd.c, m.fill_uffd.c, 1e-6));
+    TH_ASSERT(calib_close(r.fill_uffd.m, m.fill_uffd.m, 1e-6));
     TH_ASSERT_EQ(r.num_copy, m.num_copy);
     for (i = 0; i < m.num_copy; ++i) {
         TH_ASSERT_EQ(r.copy[i].size, m.copy[i].size);
@@ -684,6 +773,10 @@ TH_TEST(calib, model_file_errors)
                                           "net 16777216 5e9\n");
     calib_assert_rejected(CALIB_MODEL_MIN "net 16777216 5e9 1\n");
     calib_assert_rejected(CALIB_MODEL_MIN "stage 16777216 -5e9\n");
+    /* fill costs: a fixed cost and a cost per byte, neither negative */
+    calib_assert_rejected(CALIB_MODEL_MIN "fill_uffd 5e-6\n");
+    calib_assert_rejected(CALIB_MODEL_MIN "fill_populate 1e-6 -2.5e-10\n");
+    calib_assert_rejected(CALIB_MODEL_MIN "fill_uffd nan 2e-10\n");
 #undef CALIB_MODEL_MIN
 }
 
@@ -708,6 +801,23 @@ static void calib_rm_dir(const char *dir)
 
 /* the tool, in a fresh process (softverbs reads its settings when it
  * loads): one value of its parsable output */
+/* Whether this process may open a user-mode userfaultfd */
+static int calib_can_uffd(void)
+{
+#if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
+    int fd = syscall(__NR_userfaultfd,
+                     O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+
+    if (fd < 0) {
+        return 0;
+    }
+    close(fd);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 static void calib_tool_value(const char *key, char *value, size_t max)
 {
     char line[256];
@@ -755,6 +865,21 @@ TH_TEST(calib, hcr_publishes_measured_costs)
      * checks what the term does, here it is only shown */
     th_log("xfer_fault %.3f us + %.3f ns/KiB", model.xfer_fault.c * 1e6,
            model.xfer_fault.m * 1e12);
+    /* faulting untouched pages in: a cost per byte between what zeroing
+     * them at 100 GB/s and faulting each 4 KiB page in 100 us would take */
+    th_log("fill_populate %.3f us + %.1f ns/KiB, fill_uffd %.3f us + %.1f "
+           "ns/KiB",
+           model.fill_populate.c * 1e6, model.fill_populate.m * 1e12,
+           model.fill_uffd.c * 1e6, model.fill_uffd.m * 1e12);
+    TH_ASSERT_DBL(model.fill_populate.m, >, 1e-11);
+    TH_ASSERT_DBL(model.fill_populate.m, <, 100e-6 / 4096);
+    if (calib_can_uffd()) {
+        TH_ASSERT_DBL(model.fill_uffd.m, >, 1e-11);
+        TH_ASSERT_DBL(model.fill_uffd.m, <, 100e-6 / 4096);
+    } else {
+        th_log("userfaultfd refused here: fill_uffd not measured");
+        TH_ASSERT(!ucs_calib_fill_measured(&model));
+    }
 
     /* the md reports it instead of UCX_IB_MEM_REG_OVERHEAD's 16 us */
     cost = ucs_linear_func_add(model.reg[UCS_CALIB_PAGES_RESIDENT],

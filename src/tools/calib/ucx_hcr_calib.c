@@ -130,6 +130,10 @@ static void print_engine_choice(const ucs_calib_model_t *m, const char *fmt)
                 ucs_copy_backend_name(b) : "none");
 }
 
+/* messages whose untouched receive buffers the output describes */
+static const size_t fill_sizes[] = {256 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE,
+                                    16 * UCS_MBYTE};
+
 static void print_parsable(const char *dev, const ucs_calib_model_t *m,
                            const ucs_calib_derived_t *d,
                            ucs_calib_source_t source, double open_time,
@@ -152,6 +156,10 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
            m->copy_fault.m);
     printf("xfer_fault_c=%.9e\nxfer_fault_m=%.9e\n", m->xfer_fault.c,
            m->xfer_fault.m);
+    printf("fill_populate_c=%.9e\nfill_populate_m=%.9e\n", m->fill_populate.c,
+           m->fill_populate.m);
+    printf("fill_uffd_c=%.9e\nfill_uffd_m=%.9e\n", m->fill_uffd.c,
+           m->fill_uffd.m);
     for (i = 0; i < m->num_copy; ++i) {
         printf("copy_bw_%zu=%.6e\n", m->copy[i].size, m->copy[i].bw);
     }
@@ -172,6 +180,11 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     print_size_kv("cached_staged_thresh", d->cached_staged_thresh);
     printf("sp_c0=%zu\nsp_q=%.3f\nsp_sub=%zu\n", d->sp_c0, d->sp_q,
            d->sp_sub);
+    print_size_kv("fill_uffd_min", d->fill_uffd_min);
+    for (i = 0; i < ucs_static_array_size(fill_sizes); ++i) {
+        printf("fill_ahead_%zu=%zu\n", fill_sizes[i],
+               ucs_calib_fill_ahead(m, fill_sizes[i], d->sp_sub));
+    }
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         if (m->engine[i].bw > 0) {
             printf("engine_%s_start=%.9e\nengine_%s_bw=%.6e\n"
@@ -297,6 +310,26 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
     printf("  sub-blocks %s: each a notified put, long enough on the wire "
            "that its gap\n  (%.1f us) is a small share of it\n",
            s2, m->net_gap * 1e6);
+    printf("an untouched receive buffer (populate: %.1f us + %.0f ns/KiB, "
+           "userfaultfd with\n  the copy: %.1f us + %.0f ns/KiB), faulted "
+           "in ahead of the data in sub-blocks\n  of %zu KiB:",
+           m->fill_populate.c * 1e6, m->fill_populate.m * 1e9 * UCS_KBYTE,
+           m->fill_uffd.c * 1e6, m->fill_uffd.m * 1e9 * UCS_KBYTE,
+           (size_t)(d->sp_sub / UCS_KBYTE));
+    for (i = 0; i < ucs_static_array_size(fill_sizes); ++i) {
+        bytes_str(fill_sizes[i], s1, sizeof(s1));
+        bytes_str(ucs_calib_fill_ahead(m, fill_sizes[i], d->sp_sub), s2,
+                  sizeof(s2));
+        printf("%s %s of %s", (i == 0) ? "" : ",", s2, s1);
+    }
+    if (d->fill_uffd_min == UCS_CALIB_SIZE_INF) {
+        printf(";\n  the rest too: userfaultfd does not cost less\n");
+    } else {
+        bytes_str(d->fill_uffd_min, s1, sizeof(s1));
+        printf(";\n  the rest filled by userfaultfd where it has at least %s "
+               "of whole pages\n",
+               s1);
+    }
     printf("copy engine (1 MiB copies while the caller computes)\n");
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         if (m->engine[i].bw > 0) {

@@ -47,8 +47,9 @@
 /* bump when the measurement or the file format changes meaning (4: values
  * are range-checked, a measured overlap is clamped to 0..1; 5: net_cpu, and
  * the key names the CPUs the process may run on; 6: net and stage
- * lines, zero-copy and a staged sender by working set) */
-#define UCS_CALIB_FORMAT_VERSION 6
+ * lines, zero-copy and a staged sender by working set; 7: the fill of
+ * untouched receive buffers) */
+#define UCS_CALIB_FORMAT_VERSION 7
 
 /* modes of the cache directory: the user's alone */
 #define UCS_CALIB_DIR_MODE 0700
@@ -326,6 +327,11 @@ static ucs_status_t ucs_calib_measure(const char *dev_name,
 
     memset(model, 0, sizeof(*model));
     status = ucs_calib_measure_memcpy(model);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = ucs_calib_measure_fill(model);
     if (status != UCS_OK) {
         return status;
     }

@@ -89,6 +89,15 @@ typedef struct ucs_calib_model {
      * pages, the faults themselves where the device takes them on access
      * (on-demand paging, softverbs) */
     ucs_linear_func_t      xfer_fault;
+    /* a receive buffer nobody touched yet, filled with a message's data
+     * (calib_fill.c): fill_populate faults its pages in zeroed
+     * (MADV_POPULATE_WRITE), for a copy into them afterwards; fill_uffd has
+     * the kernel allocate them with the data in them (registered with a
+     * userfaultfd, filled by UFFDIO_COPY from resident memory, unregistered),
+     * the copy included. 0 and 0: not measured (the kernel offers neither,
+     * or the model comes from a file without them) */
+    ucs_linear_func_t fill_populate;
+    ucs_linear_func_t fill_uffd;
     /* memcpy bandwidth by working set, ascending sizes */
     unsigned               num_copy;
     ucs_calib_copy_point_t copy[UCS_CALIB_MAX_COPY_POINTS];
@@ -138,6 +147,10 @@ typedef struct {
     size_t sp_c0;
     double sp_q;
     size_t sp_sub;
+    /* an untouched receive buffer: bytes of whole pages from which filling
+     * them by userfaultfd costs less than faulting them in and copying into
+     * them (UCS_CALIB_SIZE_INF: never, or not measured) */
+    size_t fill_uffd_min;
 } ucs_calib_derived_t;
 
 
@@ -300,6 +313,27 @@ double ucs_calib_stage_time(const ucs_calib_model_t *model,
 /* Time to send @a size bytes with a superpipelined copy (design.md model) */
 double ucs_calib_sp_time(const ucs_calib_model_t *model,
                          const ucs_calib_derived_t *derived, size_t size);
+
+
+/* Measure the costs of filling untouched receive buffers (fill_populate,
+ * fill_uffd); those the kernel does not offer stay 0 */
+ucs_status_t ucs_calib_measure_fill(ucs_calib_model_t *model);
+
+
+/* Whether the model has both costs of filling untouched receive buffers */
+int ucs_calib_fill_measured(const ucs_calib_model_t *model);
+
+
+/*
+ * Bytes at the start of an untouched receive buffer of @a size bytes that
+ * its receiver faults in ahead of the data, the rest being filled by
+ * userfaultfd as it lands: what it can fault in while it waits for the
+ * first sub-block of @a sub bytes (at most the message), where that costs
+ * less than faulting in all of it; else all of it (also where fill_populate
+ * or fill_uffd was not measured).
+ */
+size_t
+ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size, size_t sub);
 
 
 /* Critical sizes, C_0 and q of a model */

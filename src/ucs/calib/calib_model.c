@@ -372,6 +372,86 @@ static int ucs_calib_sp_wins(const ucs_calib_model_t *model,
            ucs_calib_bcopy_time(model, size);
 }
 
+static int ucs_calib_linear_measured(const ucs_linear_func_t *func)
+{
+    return (func->c > 0) || (func->m > 0);
+}
+
+int ucs_calib_fill_measured(const ucs_calib_model_t *model)
+{
+    return ucs_calib_linear_measured(&model->fill_populate) &&
+           ucs_calib_linear_measured(&model->fill_uffd);
+}
+
+/* an untouched receive buffer filled by userfaultfd, against faulting its
+ * pages in and copying into them */
+static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
+                                    const ucs_calib_derived_t *derived,
+                                    size_t size, int unused)
+{
+    return ucs_linear_func_apply(model->fill_uffd, size) <
+           (ucs_linear_func_apply(model->fill_populate, size) +
+            ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT));
+}
+
+/*
+ * The receiver of a message of @a size bytes into an untouched buffer, whose
+ * first sub-block has @a first bytes: from the RTR until the last byte is
+ * in place, when it faults in the first @a ahead bytes from the RTR on and
+ * has userfaultfd fill the rest as it lands. Faulting in may start at
+ * once; copying out and filling only once the data landed, the first
+ * sub-block after the RTR's latency, the sender's post (a gap), its time on
+ * the wire and its latency. Each sub-block costs it a gap as well (its
+ * notification, its ACK). The receiver either keeps up with the wire or is
+ * the bottleneck; userfaultfd's fixed cost is on the path either way
+ * (registered before the RTR, unregistered at the end).
+ */
+static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
+                                  size_t first, size_t ahead)
+{
+    double wait = (2 * model->net_latency) + model->net_gap +
+                  (first / ucs_calib_net_bw(model, first));
+    double landed = wait + ((size - first) / ucs_calib_net_bw(model, size));
+    double m_copy = ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) /
+                    size;
+    double work;
+
+    work = ucs_max((ahead > 0) ?
+                           ucs_linear_func_apply(model->fill_populate, ahead) :
+                           0.0,
+                   wait) +
+           (ahead * m_copy) + ((size - ahead) * model->fill_uffd.m) +
+           (ucs_div_round_up(size, first) * model->net_gap);
+    return ucs_max(landed, work) + ((ahead < size) ? model->fill_uffd.c : 0.0);
+}
+
+size_t
+ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size, size_t sub)
+{
+    size_t first = ucs_min(size, ucs_max(sub, 1));
+    double ahead;
+
+    if (!ucs_calib_fill_measured(model) || (size == 0)) {
+        return size;
+    }
+
+    /* what can be faulted in while the first sub-block is on its way: more
+     * costs what userfaultfd would fill it for and its copy out, less
+     * leaves the receiver waiting */
+    ahead = ((2 * model->net_latency) + model->net_gap +
+             (first / ucs_calib_net_bw(model, first)) -
+             model->fill_populate.c) /
+            ucs_max(model->fill_populate.m, 1e-15);
+    ahead = ucs_min(ucs_max(ahead, 0.0), (double)size);
+
+    /* all of it, where userfaultfd's fixed cost is not worth it */
+    if (ucs_calib_fill_time(model, size, first, size) <=
+        ucs_calib_fill_time(model, size, first, (size_t)ahead)) {
+        return size;
+    }
+    return (size_t)ahead;
+}
+
 void ucs_calib_derive(const ucs_calib_model_t *model,
                       ucs_calib_derived_t *derived)
 {
@@ -416,6 +496,12 @@ void ucs_calib_derive(const ucs_calib_model_t *model,
                                              derived, 0);
     derived->cached_staged_thresh = ucs_calib_crossover(
             ucs_calib_cached_staged_wins, model, derived, 0);
+
+    derived->fill_uffd_min =
+            ucs_calib_fill_measured(model) ?
+                    ucs_calib_crossover(ucs_calib_fill_uffd_wins, model,
+                                        derived, 0) :
+                    UCS_CALIB_SIZE_INF;
 }
 
 const char *ucs_calib_source_name(ucs_calib_source_t source)
@@ -592,6 +678,8 @@ ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max)
     ucs_calib_check_linear(&check, "dereg", &model->dereg);
     ucs_calib_check_linear(&check, "copy_fault", &model->copy_fault);
     ucs_calib_check_linear(&check, "xfer_fault", &model->xfer_fault);
+    ucs_calib_check_linear(&check, "fill_populate", &model->fill_populate);
+    ucs_calib_check_linear(&check, "fill_uffd", &model->fill_uffd);
 
     if ((model->num_copy == 0) ||
         (model->num_copy > UCS_CALIB_MAX_COPY_POINTS)) {
@@ -698,6 +786,10 @@ void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
             model->copy_fault.m);
     fprintf(stream, "xfer_fault %.9e %.9e\n", model->xfer_fault.c,
             model->xfer_fault.m);
+    fprintf(stream, "fill_populate %.9e %.9e\n", model->fill_populate.c,
+            model->fill_populate.m);
+    fprintf(stream, "fill_uffd %.9e %.9e\n", model->fill_uffd.c,
+            model->fill_uffd.m);
     for (i = 0; i < model->num_copy; ++i) {
         fprintf(stream, "copy %zu %.9e\n", model->copy[i].size,
                 model->copy[i].bw);
@@ -791,6 +883,10 @@ static ucs_linear_func_t *ucs_calib_linear_field(ucs_calib_model_t *model,
         return &model->copy_fault;
     } else if (!strcmp(key, "xfer_fault")) {
         return &model->xfer_fault;
+    } else if (!strcmp(key, "fill_populate")) {
+        return &model->fill_populate;
+    } else if (!strcmp(key, "fill_uffd")) {
+        return &model->fill_uffd;
     }
     return NULL;
 }

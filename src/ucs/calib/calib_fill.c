@@ -1,0 +1,211 @@
+/**
+ * Copyright (C) ucx-hcr contributors 2026. ALL RIGHTS RESERVED.
+ *
+ * See file LICENSE for terms.
+ */
+
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "calib.h"
+
+#include <ucs/debug/log.h>
+#include <ucs/sys/sys.h>
+#include <ucs/time/time.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/*
+ * Host part of the model: what filling a receive buffer whose pages were
+ * never touched costs, the two ways rndv/sppln's receiver has
+ * (UCX_RNDV_SPPLN_FRESH_COPY): faulting the pages in zeroed
+ * (MADV_POPULATE_WRITE) and copying into them, or registering them with a
+ * userfaultfd and having the kernel allocate each with its data
+ * (UFFDIO_COPY). The second writes each page once but pays a fixed cost
+ * (the kernel splits the mapping, then merges it back), so which one costs
+ * less depends on the size, and on a virtual machine, whose page faults
+ * each exit to the hypervisor, by a factor that varies from host to host.
+ */
+
+#ifndef MADV_POPULATE_WRITE
+#  define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+#if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
+#  define UCS_CALIB_HAVE_UFFD 1
+#else
+#  define UCS_CALIB_HAVE_UFFD 0
+#endif
+
+/* the sizes of receive buffers whose fill the receiver chooses (from a
+ * sub-block's pages to a few chunks); repetitions as for the faults of
+ * calib_memcpy.c: a fault's time scatters by tens of percent */
+static const size_t ucs_calib_fill_sizes[] = {
+    64 * UCS_KBYTE, 256 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE
+};
+#define UCS_CALIB_FILL_MIN_REPS 3
+#define UCS_CALIB_FILL_MAX_REPS 15
+/* UFFDIO_COPY in pieces of this size: one call per sub-block, as the
+ * receiver fills them, of the smallest sub-block the model chooses */
+#define UCS_CALIB_FILL_PIECE    (64 * UCS_KBYTE)
+
+
+typedef ucs_status_t (*ucs_calib_fill_func_t)(void *buf, size_t size,
+                                              void *arg);
+
+
+static ucs_status_t ucs_calib_fill_populate(void *buf, size_t size, void *arg)
+{
+    return (madvise(buf, size, MADV_POPULATE_WRITE) == 0) ?
+                   UCS_OK :
+                   UCS_ERR_UNSUPPORTED;
+}
+
+#if UCS_CALIB_HAVE_UFFD
+typedef struct {
+    int fd;
+    const char *src; /* resident, as the receiver's staging is */
+} ucs_calib_fill_uffd_t;
+
+static ucs_status_t ucs_calib_fill_uffd(void *buf, size_t size, void *arg)
+{
+    ucs_calib_fill_uffd_t *uffd = arg;
+    struct uffdio_register reg  = {.range = {(uintptr_t)buf, size},
+                                   .mode  = UFFDIO_REGISTER_MODE_MISSING};
+    ucs_status_t status         = UCS_OK;
+    struct uffdio_copy copy;
+    size_t at;
+
+    if (ioctl(uffd->fd, UFFDIO_REGISTER, &reg) != 0) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    for (at = 0; at < size; at += copy.len) {
+        copy.dst  = (uintptr_t)buf + at;
+        copy.src  = (uintptr_t)uffd->src + at;
+        copy.len  = ucs_min(size - at, UCS_CALIB_FILL_PIECE);
+        copy.mode = 0;
+        if (ioctl(uffd->fd, UFFDIO_COPY, &copy) != 0) {
+            status = UCS_ERR_UNSUPPORTED;
+            break;
+        }
+    }
+
+    ioctl(uffd->fd, UFFDIO_UNREGISTER, &reg.range);
+    return status;
+}
+#endif
+
+/* Fit the time @a fill takes for fresh mappings of the sizes above, but
+ * for their first @a skip bytes (touched, untimed); a failure leaves
+ * @a func at 0 */
+static ucs_status_t
+ucs_calib_measure_fill_func(const char *name, ucs_calib_fill_func_t fill,
+                            void *arg, size_t skip, ucs_linear_func_t *func)
+{
+    unsigned n = ucs_static_array_size(ucs_calib_fill_sizes), i, r, reps;
+    double x[ucs_static_array_size(ucs_calib_fill_sizes)];
+    double y[ucs_static_array_size(ucs_calib_fill_sizes)];
+    double t[UCS_CALIB_FILL_MAX_REPS];
+    ucs_status_t status;
+    ucs_time_t start;
+    size_t size;
+    void *buf;
+
+    for (i = 0; i < n; ++i) {
+        size = ucs_calib_fill_sizes[i];
+        reps = ucs_min(ucs_max(UCS_MBYTE / size, UCS_CALIB_FILL_MIN_REPS),
+                       UCS_CALIB_FILL_MAX_REPS);
+        for (r = 0; r < reps; ++r) {
+            buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (buf == MAP_FAILED) {
+                ucs_error("calib: failed to map %zu bytes: %m", size);
+                return UCS_ERR_NO_MEMORY;
+            }
+
+            if (skip > 0) {
+                memset(buf, 0, skip);
+            }
+
+            start  = ucs_get_time();
+            status = fill(UCS_PTR_BYTE_OFFSET(buf, skip), size - skip, arg);
+            t[r]   = ucs_time_to_sec(ucs_get_time() - start);
+            if (status != UCS_OK) {
+                ucs_debug("calib: %s of %zu bytes failed: %m; not measured",
+                          name, size);
+                munmap(buf, size);
+                return UCS_OK;
+            }
+            munmap(buf, size);
+        }
+
+        x[i] = size - skip;
+        y[i] = ucs_calib_median(t, reps);
+    }
+
+    *func = ucs_calib_fit(x, y, n);
+    ucs_debug("calib: %s: %.2f us + %.3f ns/byte", name, func->c * 1e6,
+              func->m * 1e9);
+    return UCS_OK;
+}
+
+ucs_status_t ucs_calib_measure_fill(ucs_calib_model_t *model)
+{
+    ucs_status_t status;
+#if UCS_CALIB_HAVE_UFFD
+    size_t max_size           = ucs_calib_fill_sizes[
+            ucs_static_array_size(ucs_calib_fill_sizes) - 1];
+    struct uffdio_api api     = {.api = UFFD_API};
+    ucs_calib_fill_uffd_t uffd;
+    void *src;
+#endif
+
+    status = ucs_calib_measure_fill_func("populate", ucs_calib_fill_populate,
+                                         NULL, 0, &model->fill_populate);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+#if UCS_CALIB_HAVE_UFFD
+    /* user mode only: what an unprivileged receiver may open */
+    uffd.fd = syscall(__NR_userfaultfd,
+                      O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (uffd.fd < 0) {
+        ucs_debug("calib: userfaultfd() failed: %m; not measured");
+        return UCS_OK;
+    }
+    if (ioctl(uffd.fd, UFFDIO_API, &api) != 0) {
+        ucs_debug("calib: ioctl(UFFDIO_API) failed: %m; not measured");
+        close(uffd.fd);
+        return UCS_OK;
+    }
+
+    src = mmap(NULL, max_size, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (src == MAP_FAILED) {
+        ucs_error("calib: failed to map %zu bytes: %m", max_size);
+        close(uffd.fd);
+        return UCS_ERR_NO_MEMORY;
+    }
+    memset(src, 0x5a, max_size);
+    uffd.src = src;
+
+    /* the receiver registers the pages after those it faults in ahead,
+     * which splits the mapping (and unregistering merges it back): so does
+     * this, after a first page faulted in */
+    status = ucs_calib_measure_fill_func("userfaultfd", ucs_calib_fill_uffd,
+                                         &uffd, ucs_get_page_size(),
+                                         &model->fill_uffd);
+    munmap(src, max_size);
+    close(uffd.fd);
+#endif
+    return status;
+}

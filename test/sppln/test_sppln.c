@@ -1146,6 +1146,132 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_touched_pages, 120)
     sppln_uffd_run("0", 0, 2);
 }
 
+/* the fast-faults model with the costs of filling untouched buffers (those
+ * of the benches' VM): faulted in and copied, 0.3 ns/B, the receiver is
+ * slower than the model's network (5 GB/s, 0.2 ns/B) */
+#define SPPLN_MODEL_FILL                                                       \
+    SPPLN_MODEL_FAST_FAULTS                                                    \
+    "fill_populate 1e-6 2.5e-10\n"                                             \
+    "fill_uffd 5e-6 2.1e-10\n"
+
+/* and one whose network (1 GB/s) is the slower */
+#define SPPLN_MODEL_FILL_SLOW_NET                                              \
+    "reg_resident 4e-6 1e-10\n"                                                \
+    "reg_nonresident 4e-6 4e-10\n"                                             \
+    "dereg 4e-6 5e-11\n"                                                       \
+    "copy 65536 2e10\n"                                                        \
+    "copy 67108864 8e9\n"                                                      \
+    "net_latency 2e-6\n"                                                       \
+    "net_bw 1e9\n"                                                             \
+    "net_gap 1e-7\n"                                                           \
+    "copy_fault 0 1e-11\n"                                                     \
+    "fill_populate 1e-6 2.5e-10\n"                                             \
+    "fill_uffd 5e-6 2.1e-10\n"
+
+static const size_t sppln_uffd_ahead_sizes[] = {64 * 1024 + 3, SPPLN_MB + 5,
+                                                4 * SPPLN_MB + 1};
+
+/* what a receive of each of sppln_uffd_ahead_sizes must show */
+enum {
+    SP_AHEAD_ALL, /* faulted in ahead, all of it */
+    SP_AHEAD_PART, /* its start faulted in ahead, the rest userfaultfd's */
+    SP_AHEAD_SOME /* its start faulted in ahead, the rest either way */
+};
+
+typedef struct {
+    sppln_arg_t super;
+    const char *ahead; /* UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD */
+    int expect[3];
+} sppln_uffd_ahead_arg_t;
+
+/*
+ * Rank 0 sends, rank 1 receives into fresh mappings at odd offsets with
+ * UCX_RNDV_SPPLN_FRESH_COPY=uffd: the receiver faults in the start of the
+ * buffer ahead of the data (the populate counter), and the rest, where it
+ * does not fault in all of it, userfaultfd fills (its counter). Every byte
+ * lands, nothing around the message changes, and nothing stays registered.
+ */
+static void
+sppln_uffd_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
+{
+    const sppln_uffd_ahead_arg_t *arg = varg;
+    sppln_stats_t before, after;
+    size_t size, map_len, off, k;
+    uint8_t *map, *buf;
+    th_ucp_t ucp;
+    unsigned i;
+
+    sppln_env("sppln", "hcr");
+    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_MIN", "0", 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", arg->ahead, 1);
+    th_ucp_init(&ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    for (i = 0; i < sizeof(sppln_uffd_ahead_sizes) / sizeof(size_t); ++i) {
+        size = sppln_uffd_ahead_sizes[i];
+        off  = (i * 11 + 5) % 64;
+        map  = sppln_map(size, &map_len);
+        buf  = map + off;
+        if (rank == 0) {
+            th_fill_pattern(buf, size, 800 + i);
+            sppln_send_to_posted(&ucp, oob, buf, size, 0x810 + i);
+        } else {
+            buf[size] = 0xee;
+            sppln_recv_counted(&ucp, oob, buf, size, 0x810 + i, 800 + i,
+                               &before, &after);
+            TH_ASSERT_EQ(buf[size], 0xee);
+            for (k = 0; k < off; ++k) {
+                TH_ASSERT_EQ(map[k], 0);
+            }
+            th_log("%zu bytes: faulted in ahead %lu times, %lu sub-blocks "
+                   "filled by userfaultfd",
+                   size, (unsigned long)(after.populated - before.populated),
+                   (unsigned long)(after.fresh[SP_FRESH_UFFD] -
+                                   before.fresh[SP_FRESH_UFFD]));
+            TH_ASSERT_EQ(after.populated - before.populated, 1);
+            if (arg->expect[i] != SP_AHEAD_SOME) {
+                sppln_check_fresh(&before, &after, SP_FRESH_UFFD,
+                                  arg->expect[i] == SP_AHEAD_PART);
+            }
+            /* nothing fell back to populating sub-block by sub-block */
+            sppln_check_fresh(&before, &after, SP_FRESH_POPULATE, 0);
+            sppln_check_unregistered(map, map_len);
+        }
+        munmap(map, map_len);
+    }
+    th_ucp_flush_barrier(&ucp, oob);
+    th_ucp_cleanup(&ucp);
+}
+
+static void sppln_uffd_ahead_run(const char *model, const char *ahead,
+                                 int small, int mid, int large)
+{
+    sppln_uffd_ahead_arg_t arg = {{"sppln", "hcr", 0, 0, model},
+                                  ahead,
+                                  {small, mid, large}};
+
+    if (!sppln_can_uffd()) {
+        TH_SKIP("the kernel refuses a user-mode userfaultfd");
+    }
+    sppln_run(sppln_uffd_ahead_rank, &arg.super);
+}
+
+TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_ahead, 120)
+{
+    /* 128 KiB ahead: all of a smaller buffer */
+    sppln_uffd_ahead_run(SPPLN_MODEL_FAST_FAULTS, "128k", SP_AHEAD_ALL,
+                         SP_AHEAD_PART, SP_AHEAD_PART);
+    /* by the model, whose receiver is the bottleneck: what the wait for
+     * the first sub-block hides (all of 64 KiB, where userfaultfd's fixed
+     * cost would not pay), and userfaultfd for the rest */
+    sppln_uffd_ahead_run(SPPLN_MODEL_FILL, "auto", SP_AHEAD_ALL, SP_AHEAD_SOME,
+                         SP_AHEAD_PART);
+    /* by the model, whose receiver keeps up with its network: all */
+    sppln_uffd_ahead_run(SPPLN_MODEL_FILL_SLOW_NET, "auto", SP_AHEAD_ALL,
+                         SP_AHEAD_ALL, SP_AHEAD_ALL);
+}
+
 /* What another thread of the receiver saw of a page of its buffer */
 typedef struct {
     const uint8_t *page;

@@ -69,6 +69,8 @@ typedef struct {
     size_t fresh_uffd_min; /* receiver, fresh_copy uffd: the
                                             fewest bytes of whole pages a
                                             destination registers */
+    size_t fresh_uffd_ahead; /* ... the bytes it faults in ahead
+                                instead (UCS_MEMUNITS_AUTO: by the model) */
 } ucp_sppln_config_t;
 
 

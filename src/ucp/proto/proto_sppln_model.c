@@ -204,13 +204,15 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          " uffd     - the kernel fills each whole page of the buffer with its\n"
          "            data as it lands (userfaultfd, UFFDIO_COPY, Linux "
          "5.11):\n"
-         "            pages are not zeroed first and written once, and\n"
-         "            nothing is faulted in ahead (UCX_RNDV_SPPLN_FRESH_AHEAD\n"
-         "            does not apply). Until the receive completes, another\n"
-         "            thread that touches a page of the buffer the data has\n"
-         "            not reached yet waits for it. A buffer with fewer whole\n"
-         "            pages than UCX_RNDV_SPPLN_FRESH_UFFD_MIN, or given huge\n"
-         "            pages (UCX_RNDV_SPPLN_FRESH_THP, _COLLAPSE), is\n"
+         "            pages are not zeroed first and written once; what\n"
+         "            UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD says is faulted in\n"
+         "            ahead instead (UCX_RNDV_SPPLN_FRESH_AHEAD does not\n"
+         "            apply). Until the receive completes, another thread\n"
+         "            that touches a page of the buffer the data has not\n"
+         "            reached yet waits for it. A buffer whose rest has fewer\n"
+         "            whole pages than UCX_RNDV_SPPLN_FRESH_UFFD_MIN, or "
+         "given\n"
+         "            huge pages (UCX_RNDV_SPPLN_FRESH_THP, _COLLAPSE), is\n"
          "            populated; so are all where the kernel refuses a\n"
          "            user-mode userfaultfd.",
          ucs_offsetof(ucp_sppln_config_t, fresh_copy),
@@ -267,15 +269,29 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          ucs_offsetof(ucp_sppln_config_t, fresh_collapse),
          UCS_CONFIG_TYPE_BOOL},
 
-        {"RNDV_SPPLN_FRESH_UFFD_MIN", "384k",
+        {"RNDV_SPPLN_FRESH_UFFD_MIN", "auto",
          "With UCX_RNDV_SPPLN_FRESH_COPY=uffd, the fewest bytes of whole "
          "pages\n"
-         "an untouched receive buffer must have to be filled by userfaultfd;\n"
-         "a smaller one is populated. Registering the pages with the\n"
-         "userfaultfd and unregistering them costs about 20 us (the kernel\n"
-         "splits the mapping, then merges it back), which 64 KiB of pages\n"
-         "filled without zeroing do not save.",
+         "the part of an untouched receive buffer that userfaultfd would fill\n"
+         "must have; a smaller part is faulted in ahead too. Registering the\n"
+         "pages and unregistering them has a fixed cost (the kernel splits\n"
+         "the mapping, then merges it back) that pages filled without\n"
+         "zeroing must save. auto: where the calibration says filling them\n"
+         "costs less than faulting them in and copying into them\n"
+         "(ucx_hcr_calib shows it; 384k without a model).",
          ucs_offsetof(ucp_sppln_config_t, fresh_uffd_min),
+         UCS_CONFIG_TYPE_MEMUNITS_STRICT},
+
+        {"RNDV_SPPLN_FRESH_UFFD_AHEAD", "auto",
+         "With UCX_RNDV_SPPLN_FRESH_COPY=uffd, the bytes at the start of an\n"
+         "untouched receive buffer that the receiver faults in ahead of the\n"
+         "data, as populate does; userfaultfd fills the rest. auto: by the\n"
+         "calibration (ucx_hcr_calib shows it), what the receiver can fault\n"
+         "in while it waits for the first sub-block, which costs it nothing,\n"
+         "or all of the buffer where userfaultfd's fixed cost would not pay\n"
+         "(where the receiver keeps up with the wire anyway, or the buffer is\n"
+         "small); 0 without a model that has these costs. inf: all of it.",
+         ucs_offsetof(ucp_sppln_config_t, fresh_uffd_ahead),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 
         {NULL}};

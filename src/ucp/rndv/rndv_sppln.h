@@ -231,6 +231,8 @@ typedef struct ucp_sppln_xfer {
             unsigned acks_sent;
             size_t received; /* bytes copied out */
             int rtr_sent;
+            int fresh_prepared; /* ucp_sppln_recv_fresh_prepare() */
+            int fresh_probed; /* ucp_sppln_recv_check_fresh() */
             int fresh; /* the destination was not
                                                  resident */
             int collapse; /* its whole huge pieces are

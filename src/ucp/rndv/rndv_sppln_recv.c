@@ -35,6 +35,10 @@
  * before the rest is copied as usual: where many are, the rest likely is
  * too, and a failed UFFDIO_COPY per page costs more than the copy */
 #define UCP_SPPLN_UFFD_MAX_PRESENT 32
+/* UCX_RNDV_SPPLN_FRESH_UFFD_MIN=auto without a measured model: on the
+ * benches' VM, side by side, 64 KiB lost 20-30 us to userfaultfd's fixed
+ * cost and 256 KiB came out even, while 384 KiB gained 10-18% */
+#define UCP_SPPLN_UFFD_MIN_DEFAULT (384 * UCS_KBYTE)
 
 #if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
 #define UCP_SPPLN_HAVE_UFFD 1
@@ -66,6 +70,12 @@ typedef struct {
                                     (ucp_sppln_recv_populate()) */
     ucs_time_t collapse_max; /* a collapse that takes longer stops them
                                 (ucp_sppln_recv_collapse()); 0: untimed */
+    size_t uffd_min; /* the fewest bytes of whole pages filled by
+                        userfaultfd (UCX_RNDV_SPPLN_FRESH_UFFD_MIN) */
+    int have_model;
+    int have_fill; /* the model has the costs of filling untouched
+                      destinations: it says what is faulted in ahead */
+    ucs_calib_model_t model; /* of the lane's device */
 } ucp_sppln_recv_priv_t;
 
 
@@ -306,6 +316,7 @@ static void ucp_sppln_recv_check_fresh(ucp_request_t *req)
         return;
     }
 
+    xfer->recv.fresh_probed = 1;
     ++sw->stats.residency_probes;
     xfer->recv.fresh = (ucp_sppln_pages(dt_iter->type.contig.buffer) ==
                         UCS_CALIB_PAGES_NONRESIDENT);
@@ -523,8 +534,10 @@ static unsigned ucp_sppln_recv_populate_progress(void *arg)
  * IS-like exchange the first touch of 8 MiB cost 2.1-3.8 ms (rc_verbs'
  * registration 2.6-3.5), where it cost 3.3 ms populated in an earlier run
  * (bench/sppln-nas-is.sh -p). The destination's whole pages are registered
- * for missing-page faults once the RTR is out, and unregistered when the
- * receive completes, which merges the application's mapping back.
+ * for missing-page faults before the RTR (ucp_sppln_recv_fresh_prepare()),
+ * but for those at its start that the receiver faults in while it waits for
+ * the data, and unregistered when the receive completes, which merges the
+ * application's mapping back.
  *
  * A page that the kernel has no page for yet must never be written other
  * than by UFFDIO_COPY while registered: the writer would wait for a fault
@@ -596,25 +609,25 @@ err:
 #endif
 }
 
-/* Register the destination's whole pages; returns 1 when they are, and
- * the transfer's sub-blocks fill them, 0 when it populates them instead */
-static int ucp_sppln_recv_uffd_register(ucp_request_t *req)
+/* Register the destination's whole pages from byte offset ahead on;
+ * returns 1 when they are, and the transfer's sub-blocks fill them, 0 when
+ * it populates them instead */
+static int ucp_sppln_recv_uffd_register(ucp_request_t *req, size_t ahead)
 {
 #if UCP_SPPLN_HAVE_UFFD
-    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
-    ucp_sppln_worker_t *sw = req->send.ep->worker->sppln;
+    const ucp_sppln_recv_priv_t *rpriv = req->send.proto_config->priv;
+    ucp_sppln_xfer_t *xfer             = req->send.rndv.sppln_xfer;
+    ucp_sppln_worker_t *sw             = req->send.ep->worker->sppln;
     uintptr_t buffer = (uintptr_t)req->send.state.dt_iter.type.contig.buffer;
     size_t page      = ucs_get_page_size();
     struct uffdio_register reg;
     int fd;
 
-    reg.range.start = ucs_align_up(buffer, page);
+    reg.range.start = ucs_align_up(buffer + ahead, page);
     reg.range.len   = ucs_align_down(buffer + req->send.state.dt_iter.length,
                                      page) -
                     reg.range.start;
-    if (((ssize_t)reg.range.len <= 0) ||
-        (reg.range.len <
-         req->send.ep->worker->context->config.sppln.fresh_uffd_min)) {
+    if (((ssize_t)reg.range.len <= 0) || (reg.range.len < rpriv->uffd_min)) {
         return 0;
     }
 
@@ -646,6 +659,7 @@ static int ucp_sppln_recv_uffd_register(ucp_request_t *req)
 #else
     /* says once that the worker populates instead */
     (void)ucp_sppln_recv_uffd_fd(req->send.ep->worker->sppln);
+    (void)ahead;
     return 0;
 #endif
 }
@@ -779,6 +793,19 @@ static void ucp_sppln_recv_uffd_fill(ucp_request_t *req, void *dst,
 }
 
 
+/* Fault in the destination's first length bytes, a sub-block per progress
+ * call */
+static void ucp_sppln_recv_populate_ahead(ucp_request_t *req, size_t length)
+{
+    ucp_sppln_xfer_t *xfer = req->send.rndv.sppln_xfer;
+
+    xfer->recv.populate_end = length;
+    ++req->send.ep->worker->sppln->stats.populated;
+    uct_worker_progress_register_safe(req->send.ep->worker->uct,
+                                      ucp_sppln_recv_populate_progress, req, 0,
+                                      &xfer->recv.populate_cb_id);
+}
+
 /*
  * The RTR is out: until the first sub-block lands, the receiver waits for
  * the sender to copy its first chunk and put it. Pages of an untouched
@@ -823,8 +850,21 @@ static void ucp_sppln_recv_populate(ucp_request_t *req)
     ucp_sppln_worker_t *sw             = req->send.ep->worker->sppln;
     size_t length;
 
+    if (!xfer->recv.fresh_probed) {
+        ucp_sppln_recv_check_fresh(req);
+    }
     if (!xfer->recv.fresh || (sw->fresh_copy == UCP_SPPLN_FRESH_FAULT) ||
         (xfer->recv.slot[0].length == 0)) {
+        return;
+    }
+
+    if (xfer->recv.uffd_end != 0) {
+        /* up to the first page userfaultfd fills */
+        length = xfer->recv.uffd_start -
+                 (uintptr_t)req->send.state.dt_iter.type.contig.buffer;
+        if (length > 0) {
+            ucp_sppln_recv_populate_ahead(req, length);
+        }
         return;
     }
 
@@ -838,14 +878,6 @@ static void ucp_sppln_recv_populate(ucp_request_t *req)
                 !req->send.ep->worker->context->config.sppln.fresh_thp;
     }
 
-    /* the data fills small pages as it lands, nothing is faulted in ahead;
-     * huge pages, where asked for, are faulted in ahead instead */
-    if ((sw->fresh_copy == UCP_SPPLN_FRESH_UFFD) && !xfer->recv.collapse &&
-        !req->send.ep->worker->context->config.sppln.fresh_thp &&
-        ucp_sppln_recv_uffd_register(req)) {
-        return;
-    }
-
     length = xfer->recv.slot[0].length;
     if (req->send.ep->worker->context->config.sppln.fresh_ahead) {
         length = req->send.state.dt_iter.length;
@@ -857,11 +889,58 @@ static void ucp_sppln_recv_populate(ucp_request_t *req)
                          UCP_SPPLN_NUM_SLOTS * xfer->sched.slot_size);
     }
 
-    xfer->recv.populate_end = length;
-    ++sw->stats.populated;
-    uct_worker_progress_register_safe(req->send.ep->worker->uct,
-                                      ucp_sppln_recv_populate_progress, req, 0,
-                                      &xfer->recv.populate_cb_id);
+    ucp_sppln_recv_populate_ahead(req, length);
+}
+
+/*
+ * Before the RTR: whether the destination is untouched, and how its pages
+ * will be filled. Where userfaultfd fills them (but for those the receiver
+ * can fault in while it waits for the first sub-block), they are
+ * registered now, before the sender may put: registering changes the
+ * process's memory map, and on softverbs, whose wire is a copy into this
+ * process that holds the map, it waited for a put under way (a 64 KiB
+ * message took 15 us longer when registered after the RTR).
+ */
+static void ucp_sppln_recv_fresh_prepare(ucp_request_t *req)
+{
+    const ucp_sppln_recv_priv_t *rpriv = req->send.proto_config->priv;
+    ucp_sppln_xfer_t *xfer             = req->send.rndv.sppln_xfer;
+    ucp_sppln_worker_t *sw             = req->send.ep->worker->sppln;
+    size_t ahead;
+
+    if (xfer->recv.fresh_prepared) {
+        return; /* an RTR sent again, for want of resources */
+    }
+
+    xfer->recv.fresh_prepared = 1;
+    if ((sw->fresh_copy == UCP_SPPLN_FRESH_UFFD) && !sw->fresh_collapse &&
+        !req->send.ep->worker->context->config.sppln.fresh_thp) {
+        ahead = req->send.ep->worker->context->config.sppln.fresh_uffd_ahead;
+        if (ahead == UCS_MEMUNITS_AUTO) {
+            ahead = rpriv->have_fill ?
+                            ucs_calib_fill_ahead(&rpriv->model,
+                                                 req->send.state.dt_iter.length,
+                                                 xfer->recv.params.sub_size) :
+                            0;
+        }
+    } else {
+        /* huge pages, where asked for, are faulted in ahead instead */
+        ahead = SIZE_MAX;
+    }
+
+    if (ahead >= req->send.state.dt_iter.length) {
+        /* all of it is faulted in ahead, if untouched: the residency probe
+         * need not delay the RTR */
+        return;
+    }
+
+    ucp_sppln_recv_check_fresh(req);
+    if (xfer->recv.fresh && (xfer->recv.slot[0].length != 0)) {
+        ucs_debug("rndv/sppln req %p: %zu bytes faulted in ahead, the rest "
+                  "filled by userfaultfd",
+                  req, ahead);
+        (void)ucp_sppln_recv_uffd_register(req, ahead);
+    }
 }
 
 /* Stage RTR: a receive group and a table entry, then the RTR */
@@ -907,6 +986,7 @@ static ucs_status_t ucp_sppln_recv_rtr_progress(uct_pending_req_t *self)
         req->flags |= UCP_REQUEST_FLAG_PROTO_INITIALIZED;
     }
 
+    ucp_sppln_recv_fresh_prepare(req);
     status = ucp_sppln_recv_send_ctrl(req, UCP_AM_ID_RNDV_SPPLN_RTR,
                                       ucp_sppln_rtr_pack,
                                       sizeof(ucp_sppln_rtr_hdr_t) +
@@ -927,7 +1007,6 @@ static ucs_status_t ucp_sppln_recv_rtr_progress(uct_pending_req_t *self)
 
     /* the sub-block handler sends the request again when an ACK is owed */
     ucp_proto_request_set_stage(req, UCP_PROTO_RNDV_SPPLN_STAGE_ACK);
-    ucp_sppln_recv_check_fresh(req);
     ucp_sppln_recv_populate(req);
     return UCS_OK;
 }
@@ -1190,7 +1269,7 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
     ucp_sppln_recv_priv_t *rpriv = init_params->priv;
     ucp_proto_caps_t *caps       = init_params->caps;
     ucp_rsc_index_t rsc_index, md_index;
-    ucs_calib_model_t model;
+    ucs_calib_derived_t derived;
     double collapse_time;
     const char *md_name;
     ssize_t huge_size;
@@ -1209,13 +1288,29 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
     md_name   = context->tl_mds[md_index].rsc.md_name;
     rpriv->populate_ahead = ucp_sppln_recv_bound(md_name);
     rpriv->collapse_max   = 0;
+    rpriv->have_model     = ucp_sppln_find_model(md_name, &rpriv->model);
     huge_size             = ucs_get_huge_page_size();
     if (context->config.sppln.fresh_collapse && (huge_size > 0) &&
-        ucp_sppln_find_model(md_name, &model)) {
+        rpriv->have_model) {
         /* the piece's faults in small pages, by the calibration */
-        collapse_time = ucs_linear_func_apply(model.copy_fault, huge_size);
+        collapse_time = ucs_linear_func_apply(rpriv->model.copy_fault,
+                                              huge_size);
         if (collapse_time > 0) {
             rpriv->collapse_max = ucs_time_from_sec(collapse_time);
+        }
+    }
+
+    /* a model without them (a file from an older version): as without
+     * one, nothing ahead, the fixed minimum */
+    rpriv->have_fill = rpriv->have_model &&
+                       ucs_calib_fill_measured(&rpriv->model);
+    rpriv->uffd_min = context->config.sppln.fresh_uffd_min;
+    if (rpriv->uffd_min == UCS_MEMUNITS_AUTO) {
+        if (rpriv->have_fill) {
+            ucs_calib_derive(&rpriv->model, &derived);
+            rpriv->uffd_min = derived.fill_uffd_min;
+        } else {
+            rpriv->uffd_min = UCP_SPPLN_UFFD_MIN_DEFAULT;
         }
     }
 

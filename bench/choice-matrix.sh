@@ -28,11 +28,12 @@
 # (size / link bandwidth + latency, as the calibration measured under that
 # link), the receiver's first touch of its pages (faulting in a fresh
 # buffer of the message's size on the receiving rank's core, which every
-# receive into it pays at least: bench/first-touch.c, filled by
-# userfaultfd from 384 KiB on as rndv/sppln's receiver does by default
-# (UCX_RNDV_SPPLN_FRESH_COPY=uffd; that time includes the copy into the
-# pages), populated below, or its whole 2 MiB pieces collapsed into huge
-# pages where UCX_RNDV_SPPLN_FRESH_COLLAPSE=y is set), and the sender's
+# receive into it pays at least: bench/first-touch.c, the cheaper of
+# populating the pages and filling them by userfaultfd, between which
+# rndv/sppln's receiver splits them by default (UCX_RNDV_SPPLN_FRESH_COPY=
+# uffd; the second time includes the copy into the pages), or its whole
+# 2 MiB pieces collapsed into huge pages where
+# UCX_RNDV_SPPLN_FRESH_COLLAPSE=y is set), and the sender's
 # copy or registration of its (resident) buffer, as the calibration
 # measured them; plus the latency of the 1-byte answer each message waits
 # for. Each round measures these again after its columns (ucx_hcr_calib -f

@@ -5,7 +5,7 @@
  */
 
 #ifdef HAVE_CONFIG_H
-#  include "config.h"
+#include "config.h"
 #endif
 
 #include "calib.h"
@@ -35,26 +35,25 @@
  */
 
 #ifndef MADV_POPULATE_WRITE
-#  define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
 #if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
-#  define UCS_CALIB_HAVE_UFFD 1
+#define UCS_CALIB_HAVE_UFFD 1
 #else
-#  define UCS_CALIB_HAVE_UFFD 0
+#define UCS_CALIB_HAVE_UFFD 0
 #endif
 
 /* the sizes of receive buffers whose fill the receiver chooses (from a
  * sub-block's pages to a few chunks); repetitions as for the faults of
  * calib_memcpy.c: a fault's time scatters by tens of percent */
-static const size_t ucs_calib_fill_sizes[] = {
-    64 * UCS_KBYTE, 256 * UCS_KBYTE, UCS_MBYTE, 4 * UCS_MBYTE
-};
+static const size_t ucs_calib_fill_sizes[] = {64 * UCS_KBYTE, 256 * UCS_KBYTE,
+                                              UCS_MBYTE, 4 * UCS_MBYTE};
 #define UCS_CALIB_FILL_MIN_REPS 3
 #define UCS_CALIB_FILL_MAX_REPS 15
-/* UFFDIO_COPY in pieces of this size: one call per sub-block, as the
- * receiver fills them, of the smallest sub-block the model chooses */
-#define UCS_CALIB_FILL_PIECE    (64 * UCS_KBYTE)
+/* UFFDIO_COPY in pieces of this size, a call each, as the receiver fills
+ * a sub-block (16 KiB to 1 MiB) per call */
+#define UCS_CALIB_FILL_PIECE (64 * UCS_KBYTE)
 
 
 typedef ucs_status_t (*ucs_calib_fill_func_t)(void *buf, size_t size,
@@ -63,9 +62,8 @@ typedef ucs_status_t (*ucs_calib_fill_func_t)(void *buf, size_t size,
 
 static ucs_status_t ucs_calib_fill_populate(void *buf, size_t size, void *arg)
 {
-    return (madvise(buf, size, MADV_POPULATE_WRITE) == 0) ?
-                   UCS_OK :
-                   UCS_ERR_UNSUPPORTED;
+    return (madvise(buf, size, MADV_POPULATE_WRITE) == 0) ? UCS_OK :
+                                                            UCS_ERR_UNSUPPORTED;
 }
 
 #if UCS_CALIB_HAVE_UFFD
@@ -161,9 +159,9 @@ ucs_status_t ucs_calib_measure_fill(ucs_calib_model_t *model)
 {
     ucs_status_t status;
 #if UCS_CALIB_HAVE_UFFD
-    size_t max_size           = ucs_calib_fill_sizes[
-            ucs_static_array_size(ucs_calib_fill_sizes) - 1];
-    struct uffdio_api api     = {.api = UFFD_API};
+    size_t num            = ucs_static_array_size(ucs_calib_fill_sizes);
+    size_t max_size       = ucs_calib_fill_sizes[num - 1];
+    struct uffdio_api api = {.api = UFFD_API};
     ucs_calib_fill_uffd_t uffd;
     void *src;
 #endif

@@ -402,9 +402,13 @@ static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
  * once; copying out and filling only once the data landed, the first
  * sub-block after the RTR's latency, the sender's post (a gap), its time on
  * the wire and its latency. Each sub-block costs it a gap as well (its
- * notification, its ACK). The receiver either keeps up with the wire or is
- * the bottleneck; userfaultfd's fixed cost is on the path either way
- * (registered before the RTR, unregistered at the end).
+ * notification, its ACK). The receiver either keeps up with the wire, and
+ * then has the last sub-block to place once it landed (a copy into faulted
+ * in pages, or userfaultfd's fill, four times as long on the benches' VM:
+ * at 25 Gb/s a fresh 4 MiB took 1383-1465 us faulted in ahead whole,
+ * 1434-1463 split), or is the bottleneck; userfaultfd's fixed cost is on
+ * the path either way (registered before the RTR, unregistered at the
+ * end).
  */
 static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
                                   size_t first, size_t ahead)
@@ -414,6 +418,7 @@ static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
     double landed = wait + ((size - first) / ucs_calib_net_bw(model, size));
     double m_copy = ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) /
                     size;
+    double tail = first * ((ahead < size) ? model->fill_uffd.m : m_copy);
     double work;
 
     work = ucs_max((ahead > 0) ?
@@ -422,7 +427,8 @@ static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
                    wait) +
            (ahead * m_copy) + ((size - ahead) * model->fill_uffd.m) +
            (ucs_div_round_up(size, first) * model->net_gap);
-    return ucs_max(landed, work) + ((ahead < size) ? model->fill_uffd.c : 0.0);
+    return ucs_max(landed + tail, work) +
+           ((ahead < size) ? model->fill_uffd.c : 0.0);
 }
 
 size_t

@@ -185,30 +185,34 @@ TH_TEST(calib, fill_ahead_follows_the_bottleneck)
      * the rest */
     calib_fill_model(&m, 12.5e9);
     wait  = (2 * m.net_latency) + m.net_gap + (sub / m.net_bw);
-    ahead = ucs_calib_fill_ahead(&m, size, sub);
+    ahead = ucs_calib_fill_ahead(&m, size, sub, 0);
     th_log("ahead %zu of %zu bytes at 12.5 GB/s", ahead, size);
     TH_ASSERT(calib_close((double)ahead,
                           (wait - m.fill_populate.c) / m.fill_populate.m,
                           0.01));
     /* a larger first sub-block is longer on its way */
-    TH_ASSERT_GT(ucs_calib_fill_ahead(&m, size, 2 * sub), ahead);
+    TH_ASSERT_GT(ucs_calib_fill_ahead(&m, size, 2 * sub, 0), ahead);
 
     /* 1 GB/s: the receiver keeps up with the wire anyway, so it faults in
-     * all of it rather than pay userfaultfd's fixed cost */
+     * all of it rather than pay userfaultfd's fixed cost; not where its core
+     * is busy with its own sends too */
     calib_fill_model(&m, 1e9);
-    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub), size);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub, 0), size);
+    TH_ASSERT_LT(ucs_calib_fill_ahead(&m, size, sub, 1), size);
+    /* a small buffer all the same */
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, 64 * 1024, 16 * 1024, 1), 64 * 1024);
 
     /* a buffer that the wait before its data covers: all of it */
     calib_fill_model(&m, 12.5e9);
-    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, 32 * 1024, sub), 32 * 1024);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, 32 * 1024, sub, 0), 32 * 1024);
 
     /* userfaultfd's fixed cost larger than the wait hides: all of it */
     m.fill_uffd = ucs_linear_func_make(2e-3, 0.21e-9);
-    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub), size);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub, 0), size);
 
     /* not measured: all of it, as before there was a choice */
     m.fill_uffd = ucs_linear_func_make(0, 0);
-    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub), size);
+    TH_ASSERT_EQ(ucs_calib_fill_ahead(&m, size, sub, 0), size);
 }
 
 /* the superpipeline's schedule: chunks double where copies are not twice as

@@ -1182,7 +1182,12 @@ typedef struct {
     sppln_arg_t super;
     const char *ahead; /* UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD */
     int expect[3];
+    int busy; /* the receiver has a staged send of its own in flight */
 } sppln_uffd_ahead_arg_t;
+
+/* the receiver's own send of sppln_uffd_ahead_rank() */
+#define SPPLN_UFFD_BUSY_SIZE (4 * SPPLN_MB)
+#define SPPLN_UFFD_BUSY_TAG  0x8ff
 
 /*
  * Rank 0 sends, rank 1 receives into fresh mappings at odd offsets with
@@ -1190,14 +1195,18 @@ typedef struct {
  * buffer ahead of the data (the populate counter), and the rest, where it
  * does not fault in all of it, userfaultfd fills (its counter). Every byte
  * lands, nothing around the message changes, and nothing stays registered.
+ * With busy, rank 1 first sends a message of its own that rank 0 receives
+ * only at the end: its staging group is taken all along.
  */
 static void
 sppln_uffd_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_uffd_ahead_arg_t *arg = varg;
+    ucp_request_param_t param         = {0};
     sppln_stats_t before, after;
     size_t size, map_len, off, k;
-    uint8_t *map, *buf;
+    uint8_t *map, *buf, *busy_buf;
+    void *busy_req = NULL;
     th_ucp_t ucp;
     unsigned i;
 
@@ -1207,6 +1216,15 @@ sppln_uffd_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", arg->ahead, 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
+
+    busy_buf = malloc(SPPLN_UFFD_BUSY_SIZE);
+    TH_ASSERT(busy_buf != NULL);
+    if (arg->busy && (rank == 1)) {
+        th_fill_pattern(busy_buf, SPPLN_UFFD_BUSY_SIZE, 899);
+        busy_req = ucp_tag_send_nbx(ucp.ep, busy_buf, SPPLN_UFFD_BUSY_SIZE,
+                                    SPPLN_UFFD_BUSY_TAG, &param);
+        TH_ASSERT(UCS_PTR_IS_PTR(busy_req));
+    }
 
     for (i = 0; i < sizeof(sppln_uffd_ahead_sizes) / sizeof(size_t); ++i) {
         size = sppln_uffd_ahead_sizes[i];
@@ -1240,16 +1258,30 @@ sppln_uffd_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
         }
         munmap(map, map_len);
     }
+
+    if (arg->busy && (rank == 0)) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp,
+                                     ucp_tag_recv_nbx(ucp.worker, busy_buf,
+                                                      SPPLN_UFFD_BUSY_SIZE,
+                                                      SPPLN_UFFD_BUSY_TAG,
+                                                      (ucp_tag_t)-1, &param),
+                                     60.0));
+        TH_CHECK_PATTERN(busy_buf, SPPLN_UFFD_BUSY_SIZE, 899);
+    } else if (arg->busy) {
+        TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, busy_req, 60.0));
+    }
+    free(busy_buf);
     th_ucp_flush_barrier(&ucp, oob);
     th_ucp_cleanup(&ucp);
 }
 
 static void sppln_uffd_ahead_run(const char *model, const char *ahead,
-                                 int small, int mid, int large)
+                                 int small, int mid, int large, int busy)
 {
     sppln_uffd_ahead_arg_t arg = {{"sppln", "hcr", 0, 0, model},
                                   ahead,
-                                  {small, mid, large}};
+                                  {small, mid, large},
+                                  busy};
 
     if (!sppln_can_uffd()) {
         TH_SKIP("the kernel refuses a user-mode userfaultfd");
@@ -1261,15 +1293,18 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_ahead, 120)
 {
     /* 128 KiB ahead: all of a smaller buffer */
     sppln_uffd_ahead_run(SPPLN_MODEL_FAST_FAULTS, "128k", SP_AHEAD_ALL,
-                         SP_AHEAD_PART, SP_AHEAD_PART);
+                         SP_AHEAD_PART, SP_AHEAD_PART, 0);
     /* by the model, whose receiver is the bottleneck: what the wait for
      * the first sub-block hides (all of 64 KiB, where userfaultfd's fixed
      * cost would not pay), and userfaultfd for the rest */
     sppln_uffd_ahead_run(SPPLN_MODEL_FILL, "auto", SP_AHEAD_ALL, SP_AHEAD_SOME,
-                         SP_AHEAD_PART);
+                         SP_AHEAD_PART, 0);
     /* by the model, whose receiver keeps up with its network: all */
     sppln_uffd_ahead_run(SPPLN_MODEL_FILL_SLOW_NET, "auto", SP_AHEAD_ALL,
-                         SP_AHEAD_ALL, SP_AHEAD_ALL);
+                         SP_AHEAD_ALL, SP_AHEAD_ALL, 0);
+    /* ... but not while its core is busy with a staged send of its own */
+    sppln_uffd_ahead_run(SPPLN_MODEL_FILL_SLOW_NET, "auto", SP_AHEAD_ALL,
+                         SP_AHEAD_SOME, SP_AHEAD_PART, 1);
 }
 
 /* What another thread of the receiver saw of a page of its buffer */

@@ -183,7 +183,7 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     print_size_kv("fill_uffd_min", d->fill_uffd_min);
     for (i = 0; i < ucs_static_array_size(fill_sizes); ++i) {
         printf("fill_ahead_%zu=%zu\n", fill_sizes[i],
-               ucs_calib_fill_ahead(m, fill_sizes[i], d->sp_sub));
+               ucs_calib_fill_ahead(m, fill_sizes[i], d->sp_sub, 0));
     }
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         if (m->engine[i].bw > 0) {
@@ -318,7 +318,7 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
            (size_t)(d->sp_sub / UCS_KBYTE));
     for (i = 0; i < ucs_static_array_size(fill_sizes); ++i) {
         bytes_str(fill_sizes[i], s1, sizeof(s1));
-        bytes_str(ucs_calib_fill_ahead(m, fill_sizes[i], d->sp_sub), s2,
+        bytes_str(ucs_calib_fill_ahead(m, fill_sizes[i], d->sp_sub, 0), s2,
                   sizeof(s2));
         printf("%s %s of %s", (i == 0) ? "" : ",", s2, s1);
     }

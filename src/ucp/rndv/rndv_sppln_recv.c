@@ -917,10 +917,14 @@ static void ucp_sppln_recv_fresh_prepare(ucp_request_t *req)
         !req->send.ep->worker->context->config.sppln.fresh_thp) {
         ahead = req->send.ep->worker->context->config.sppln.fresh_uffd_ahead;
         if (ahead == UCS_MEMUNITS_AUTO) {
+            /* staged sends of this worker share the core with the
+             * receiver: it does not keep up with the wire */
             ahead = rpriv->have_fill ?
-                            ucs_calib_fill_ahead(&rpriv->model,
-                                                 req->send.state.dt_iter.length,
-                                                 xfer->recv.params.sub_size) :
+                            ucs_calib_fill_ahead(
+                                    &rpriv->model,
+                                    req->send.state.dt_iter.length,
+                                    xfer->recv.params.sub_size,
+                                    sw->groups_used[UCP_SPPLN_SIDE_SEND] > 0) :
                             0;
         }
     } else {

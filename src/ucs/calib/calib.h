@@ -330,10 +330,12 @@ int ucs_calib_fill_measured(const ucs_calib_model_t *model);
  * userfaultfd as it lands: what it can fault in while it waits for the
  * first sub-block of @a sub bytes (at most the message), where that costs
  * less than faulting in all of it; else all of it (also where fill_populate
- * or fill_uffd was not measured).
+ * or fill_uffd was not measured). A receiver that keeps up with the wire
+ * faults in all of it, unless its core is @a busy with other work (its own
+ * staged sends, as in an all-to-all).
  */
-size_t
-ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size, size_t sub);
+size_t ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size,
+                            size_t sub, int busy);
 
 
 /* Critical sizes, C_0 and q of a model */

@@ -408,14 +408,18 @@ static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
  * at 25 Gb/s a fresh 4 MiB took 1383-1465 us faulted in ahead whole,
  * 1434-1463 split), or is the bottleneck; userfaultfd's fixed cost is on
  * the path either way (registered before the RTR, unregistered at the
- * end).
+ * end). A receiver whose core is @a busy with other work (its own staged
+ * sends) is taken not to keep up.
  */
 static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
-                                  size_t first, size_t ahead)
+                                  size_t first, size_t ahead, int busy)
 {
     double wait = (2 * model->net_latency) + model->net_gap +
                   (first / ucs_calib_net_bw(model, first));
-    double landed = wait + ((size - first) / ucs_calib_net_bw(model, size));
+    /* a busy core does not keep up with the wire */
+    double landed = busy ? 0.0 :
+                           wait + ((size - first) /
+                                   ucs_calib_net_bw(model, size));
     double m_copy = ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) /
                     size;
     double tail = first * ((ahead < size) ? model->fill_uffd.m : m_copy);
@@ -431,8 +435,8 @@ static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
            ((ahead < size) ? model->fill_uffd.c : 0.0);
 }
 
-size_t
-ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size, size_t sub)
+size_t ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size,
+                            size_t sub, int busy)
 {
     size_t first = ucs_min(size, ucs_max(sub, 1));
     double ahead;
@@ -451,8 +455,8 @@ ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size, size_t sub)
     ahead = ucs_min(ucs_max(ahead, 0.0), (double)size);
 
     /* all of it, where userfaultfd's fixed cost is not worth it */
-    if (ucs_calib_fill_time(model, size, first, size) <=
-        ucs_calib_fill_time(model, size, first, (size_t)ahead)) {
+    if (ucs_calib_fill_time(model, size, first, size, busy) <=
+        ucs_calib_fill_time(model, size, first, (size_t)ahead, busy)) {
         return size;
     }
     return (size_t)ahead;

@@ -396,34 +396,31 @@ static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
 
 /*
  * The receiver of a message of @a size bytes into an untouched buffer, whose
- * first sub-block has @a first bytes: from the RTR until the last byte is
- * in place, when it faults in the first @a ahead bytes from the RTR on and
- * has userfaultfd fill the rest as it lands. Faulting in may start at
- * once; copying out and filling only once the data landed, the first
- * sub-block after the RTR's latency, the sender's post (a gap), its time on
- * the wire and its latency. Each sub-block costs it a gap as well (its
- * notification, its ACK). The receiver either keeps up with the wire, and
- * then has the last sub-block to place once it landed (a copy into faulted
- * in pages, or userfaultfd's fill, four times as long on the benches' VM:
- * at 25 Gb/s a fresh 4 MiB took 1383-1465 us faulted in ahead whole,
- * 1434-1463 split), or is the bottleneck; userfaultfd's fixed cost is on
- * the path either way (registered before the RTR, unregistered at the
- * end). A receiver whose core is @a busy with other work (its own staged
- * sends) is taken not to keep up.
+ * sub-blocks have @a first bytes: from the RTR until the last byte is in
+ * place, when it faults in the first @a ahead bytes from the RTR on and has
+ * userfaultfd fill the rest as it lands. Faulting in may start at once;
+ * placing a sub-block (a copy into faulted in pages, or userfaultfd's fill,
+ * four times as long on the benches' VM) only once it landed, the first
+ * after the RTR's latency, the sender's post (a gap), its time on the wire
+ * and its latency. Each sub-block costs the receiver a gap as well (its
+ * notification, its ACK). The receiver is the bottleneck, or it keeps up
+ * with the wire and places the last sub-block once that landed (at 25 Gb/s
+ * a fresh 4 MiB took 1383-1465 us faulted in ahead whole, 1434-1463 split);
+ * userfaultfd's fixed cost is on the path either way (registered before
+ * the RTR, unregistered at the end). A receiver whose core is @a busy with
+ * other work (its own staged sends) is taken not to keep up.
  */
 static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
                                   size_t first, size_t ahead, int busy)
 {
     double wait = (2 * model->net_latency) + model->net_gap +
                   (first / ucs_calib_net_bw(model, first));
-    /* a busy core does not keep up with the wire */
-    double landed = busy ? 0.0 :
-                           wait + ((size - first) /
-                                   ucs_calib_net_bw(model, size));
     double m_copy = ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) /
                     size;
-    double tail = first * ((ahead < size) ? model->fill_uffd.m : m_copy);
-    double work;
+    size_t last = size - ((ucs_div_round_up(size, first) - 1) * first);
+    /* of the last sub-block, the bytes in faulted in pages */
+    size_t last_ahead = (ahead > (size - last)) ? (ahead - (size - last)) : 0;
+    double landed, work;
 
     work = ucs_max((ahead > 0) ?
                            ucs_linear_func_apply(model->fill_populate, ahead) :
@@ -431,8 +428,15 @@ static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
                    wait) +
            (ahead * m_copy) + ((size - ahead) * model->fill_uffd.m) +
            (ucs_div_round_up(size, first) * model->net_gap);
-    return ucs_max(landed + tail, work) +
-           ((ahead < size) ? model->fill_uffd.c : 0.0);
+    if (busy) {
+        landed = 0; /* a busy core does not keep up with the wire */
+    } else {
+        landed = wait + ((size - first) / ucs_calib_net_bw(model, size)) +
+                 (last_ahead * m_copy) +
+                 ((last - last_ahead) * model->fill_uffd.m);
+    }
+
+    return ucs_max(landed, work) + ((ahead < size) ? model->fill_uffd.c : 0.0);
 }
 
 size_t ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size,

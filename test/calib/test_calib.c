@@ -8,11 +8,8 @@
 
 #include <ucs/calib/calib.h>
 
-#include <fcntl.h>
-#include <linux/userfaultfd.h>
 #include <math.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -805,23 +802,6 @@ static void calib_rm_dir(const char *dir)
 
 /* the tool, in a fresh process (softverbs reads its settings when it
  * loads): one value of its parsable output */
-/* Whether this process may open a user-mode userfaultfd */
-static int calib_can_uffd(void)
-{
-#if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
-    int fd = syscall(__NR_userfaultfd,
-                     O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-
-    if (fd < 0) {
-        return 0;
-    }
-    close(fd);
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 static void calib_tool_value(const char *key, char *value, size_t max)
 {
     char line[256];
@@ -877,7 +857,7 @@ TH_TEST(calib, hcr_publishes_measured_costs)
            model.fill_uffd.c * 1e6, model.fill_uffd.m * 1e12);
     TH_ASSERT_DBL(model.fill_populate.m, >, 1e-11);
     TH_ASSERT_DBL(model.fill_populate.m, <, 100e-6 / 4096);
-    if (calib_can_uffd()) {
+    if (th_can_uffd()) {
         TH_ASSERT_DBL(model.fill_uffd.m, >, 1e-11);
         TH_ASSERT_DBL(model.fill_uffd.m, <, 100e-6 / 4096);
     } else {

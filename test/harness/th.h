@@ -155,6 +155,11 @@ int th_run_cmd(char **output, const char *fmt, ...)
 /* Does the process see a verbs device named with this prefix? */
 int th_have_verbs_device(const char *name_prefix);
 
+/* May this process open a user-mode userfaultfd (Linux 5.11; a seccomp
+ * filter, or a kernel built without it, refuses; headers older than 5.11
+ * build UCX without it)? */
+int th_can_uffd(void);
+
 /* Is a TCP socket on this port (/proc/net/tcp): listening, or with any, in
  * any state (a connection's end, TIME_WAIT included)? */
 int th_tcp_port_used(int port, int any);

@@ -4,11 +4,14 @@
 #define _GNU_SOURCE
 #include "th.h"
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <linux/userfaultfd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -192,4 +195,20 @@ int th_free_tcp_port(unsigned attempt)
     }
     TH_FAIL("no free TCP port in 20000..31999");
     return -1;
+}
+
+int th_can_uffd(void)
+{
+#if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
+    int fd = syscall(__NR_userfaultfd,
+                     O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+
+    if (fd < 0) {
+        return 0;
+    }
+    close(fd);
+    return 1;
+#else
+    return 0;
+#endif
 }

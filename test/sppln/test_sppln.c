@@ -294,15 +294,31 @@ TH_TEST_TIMEOUT(sppln, integrity_ratio_off_wire_grid, 300)
  * thread's CPU time cancels its overlap, and asserts the engine staged
  * nothing. Here the model says the thread backend copies as a DMA engine
  * would (overlap 0.9, no CPU of its own), and the engine is used. */
-#define SPPLN_MODEL_BASE \
-    "reg_resident 4e-6 1e-10\n" \
-    "reg_nonresident 4e-6 4e-10\n" \
-    "dereg 4e-6 5e-11\n" \
-    "copy 65536 2e10\n" \
-    "copy 67108864 8e9\n" \
-    "net_latency 2e-6\n" \
-    "net_bw 5e9\n" \
-    "net_gap 1e-7\n"
+/* A message received at offset off of a mapping changed nothing around it:
+ * the bytes before it are zero, the guard byte after it is 0xee */
+static void sppln_check_around(const uint8_t *map, size_t off, size_t size)
+{
+    size_t k;
+
+    TH_ASSERT_EQ(map[off + size], 0xee);
+    for (k = 0; k < off; ++k) {
+        TH_ASSERT_EQ(map[k], 0);
+    }
+}
+
+/* a model with this network bandwidth (bytes/s) and gap (seconds), as
+ * strings */
+#define SPPLN_MODEL_NET(_bw, _gap)                                             \
+    "reg_resident 4e-6 1e-10\n"                                                \
+    "reg_nonresident 4e-6 4e-10\n"                                             \
+    "dereg 4e-6 5e-11\n"                                                       \
+    "copy 65536 2e10\n"                                                        \
+    "copy 67108864 8e9\n"                                                      \
+    "net_latency 2e-6\n"                                                       \
+    "net_bw " _bw "\n"                                                         \
+    "net_gap " _gap "\n"
+
+#define SPPLN_MODEL_BASE SPPLN_MODEL_NET("5e9", "1e-7")
 
 TH_TEST_TIMEOUT(sppln, copy_engine_auto_dma_like_model, 300)
 {
@@ -442,7 +458,7 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     size_t size, map_len, off, n, before;
     const sppln_stats_t *st;
     uint8_t *map, *buf;
-    unsigned i, k;
+    unsigned i;
     th_ucp_t ucp;
     void *req;
     char go;
@@ -479,10 +495,7 @@ static void sppln_fresh_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             th_oob_send(oob, 0, &go, 1);
             TH_ASSERT_UCS_OK(th_ucp_wait(&ucp, req, 120.0));
             TH_CHECK_PATTERN(buf, size, 500 + i);
-            TH_ASSERT_EQ(buf[size], 0xee);
-            for (k = 0; k < off; ++k) {
-                TH_ASSERT_EQ(map[k], 0);
-            }
+            sppln_check_around(map, off, size);
             st = ucp_proto_sppln_stats(ucp.worker);
             TH_ASSERT(st != NULL);
             if ((i < n) && !arg->ahead) {
@@ -995,24 +1008,6 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_slow_collapse_backs_off, 120)
 
 /* ---- untouched pages filled by userfaultfd ---------------------------- */
 
-/* Whether this process may open a user-mode userfaultfd (Linux 5.11; a
- * seccomp filter, or a kernel built without it, refuses) */
-static int sppln_can_uffd(void)
-{
-#if defined(__NR_userfaultfd) && defined(UFFD_USER_MODE_ONLY)
-    int fd = syscall(__NR_userfaultfd,
-                     O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-
-    if (fd < 0) {
-        return 0;
-    }
-    close(fd);
-    return 1;
-#else
-    return 0; /* headers older than Linux 5.11: UCX is built without it */
-#endif
-}
-
 /* No mapping of [addr, addr + len) is registered with a userfaultfd, and it
  * is one mapping: a receive's registration ended, and the mapping the
  * kernel split for it was merged back */
@@ -1091,10 +1086,7 @@ static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             sppln_check_unregistered(map, map_len);
             sppln_recv_counted(&ucp, oob, buf, size, 0x710 + i, 700 + i,
                                &before, &after);
-            TH_ASSERT_EQ(buf[size], 0xee);
-            for (k = 0; k < off; ++k) {
-                TH_ASSERT_EQ(map[k], 0);
-            }
+            sppln_check_around(map, off, size);
             th_log("%zu bytes, %zu of them in whole pages: %lu sub-blocks "
                    "filled by userfaultfd",
                    size, whole,
@@ -1127,7 +1119,7 @@ sppln_uffd_run(const char *uffd_min, size_t uffd_min_bytes, int touched)
                             uffd_min_bytes,
                             touched};
 
-    if (!sppln_can_uffd()) {
+    if (!th_can_uffd()) {
         TH_SKIP("the kernel refuses a user-mode userfaultfd");
     }
     sppln_run(sppln_uffd_rank, &arg.super);
@@ -1156,14 +1148,7 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_touched_pages, 120)
 
 /* and one whose network (1 GB/s) is the slower */
 #define SPPLN_MODEL_FILL_SLOW_NET                                              \
-    "reg_resident 4e-6 1e-10\n"                                                \
-    "reg_nonresident 4e-6 4e-10\n"                                             \
-    "dereg 4e-6 5e-11\n"                                                       \
-    "copy 65536 2e10\n"                                                        \
-    "copy 67108864 8e9\n"                                                      \
-    "net_latency 2e-6\n"                                                       \
-    "net_bw 1e9\n"                                                             \
-    "net_gap 1e-7\n"                                                           \
+    SPPLN_MODEL_NET("1e9", "1e-7")                                             \
     "copy_fault 0 1e-11\n"                                                     \
     "fill_populate 1e-6 2.5e-10\n"                                             \
     "fill_uffd 5e-6 2.1e-10\n"
@@ -1204,7 +1189,7 @@ sppln_uffd_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     const sppln_uffd_ahead_arg_t *arg = varg;
     ucp_request_param_t param         = {0};
     sppln_stats_t before, after;
-    size_t size, map_len, off, k;
+    size_t size, map_len, off;
     uint8_t *map, *buf, *busy_buf;
     void *busy_req = NULL;
     th_ucp_t ucp;
@@ -1238,10 +1223,7 @@ sppln_uffd_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
             buf[size] = 0xee;
             sppln_recv_counted(&ucp, oob, buf, size, 0x810 + i, 800 + i,
                                &before, &after);
-            TH_ASSERT_EQ(buf[size], 0xee);
-            for (k = 0; k < off; ++k) {
-                TH_ASSERT_EQ(map[k], 0);
-            }
+            sppln_check_around(map, off, size);
             th_log("%zu bytes: faulted in ahead %lu times, %lu sub-blocks "
                    "filled by userfaultfd",
                    size, (unsigned long)(after.populated - before.populated),
@@ -1283,7 +1265,7 @@ static void sppln_uffd_ahead_run(const char *model, const char *ahead,
                                   {small, mid, large},
                                   busy};
 
-    if (!sppln_can_uffd()) {
+    if (!th_can_uffd()) {
         TH_SKIP("the kernel refuses a user-mode userfaultfd");
     }
     sppln_run(sppln_uffd_ahead_rank, &arg.super);
@@ -1390,7 +1372,7 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_concurrent_reader, 120)
 {
     sppln_arg_t arg = {"sppln", "hcr", 0, 0, SPPLN_MODEL_FAST_FAULTS};
 
-    if (!sppln_can_uffd()) {
+    if (!th_can_uffd()) {
         TH_SKIP("the kernel refuses a user-mode userfaultfd");
     }
     setenv("SOFTVERBS_LINK_GBPS", "10", 1);
@@ -2441,7 +2423,7 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_uffd_failed_transfer, 120)
 {
     sppln_fault_arg_t arg = {SPPLN_FAULT_SHORT_SUB, 0, 0, 1};
 
-    if (!sppln_can_uffd()) {
+    if (!th_can_uffd()) {
         TH_SKIP("the kernel refuses a user-mode userfaultfd");
     }
     setenv("SOFTVERBS_MEMLOCK_LIMIT", "unlimited", 1);
@@ -3059,15 +3041,7 @@ TH_TEST_TIMEOUT(sppln, first_send_sub_blocks, 120)
 
 /* the base model with a message gap of 1 us: eager costs less than a
  * rendezvous up to four fragments (ucp_sppln_eager_max()) */
-#define SPPLN_MODEL_EAGER                                                      \
-    "reg_resident 4e-6 1e-10\n"                                                \
-    "reg_nonresident 4e-6 4e-10\n"                                             \
-    "dereg 4e-6 5e-11\n"                                                       \
-    "copy 65536 2e10\n"                                                        \
-    "copy 67108864 8e9\n"                                                      \
-    "net_latency 2e-6\n"                                                       \
-    "net_bw 5e9\n"                                                             \
-    "net_gap 1e-6\n"
+#define SPPLN_MODEL_EAGER SPPLN_MODEL_NET("5e9", "1e-6")
 
 #define SPPLN_EAGER_SENDS 3
 

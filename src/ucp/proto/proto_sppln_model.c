@@ -289,8 +289,9 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "calibration (ucx_hcr_calib shows it), what the receiver can fault\n"
          "in while it waits for the first sub-block, which costs it nothing,\n"
          "or all of the buffer where userfaultfd's fixed cost would not pay\n"
-         "(where the receiver keeps up with the wire anyway, or the buffer is\n"
-         "small); 0 without a model that has these costs. inf: all of it.",
+         "(where the receiver keeps up with the wire anyway, having no staged\n"
+         "sends of its own in flight, or the buffer is small); 0 without a\n"
+         "model that has these costs. inf: all of it.",
          ucs_offsetof(ucp_sppln_config_t, fresh_uffd_ahead),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 

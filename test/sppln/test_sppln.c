@@ -1060,6 +1060,8 @@ static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     sppln_env("sppln", "hcr");
     setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+    /* all of it filled by userfaultfd, whatever the environment says */
+    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", "0", 1);
     setenv("UCX_RNDV_SPPLN_FRESH_UFFD_MIN", arg->uffd_min, 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
@@ -1328,6 +1330,8 @@ sppln_uffd_reader_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     sppln_env("sppln", "hcr");
     setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+    /* all of it filled by userfaultfd, whatever the environment says */
+    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", "0", 1);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
     buf = sppln_map(size, &map_len); /* page-aligned: all whole pages */
@@ -2318,6 +2322,7 @@ static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     setenv("UCX_RNDV_SPPLN_SUB_SIZE", "256k", 1);
     if (arg->fresh_uffd) {
         setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+        setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", "0", 1);
     }
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     /* untrusted peers: with error handling, request ids on the wire are

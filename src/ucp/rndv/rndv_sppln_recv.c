@@ -939,11 +939,11 @@ static void ucp_sppln_recv_fresh_prepare(ucp_request_t *req)
     }
 
     ucp_sppln_recv_check_fresh(req);
-    if (xfer->recv.fresh && (xfer->recv.slot[0].length != 0)) {
+    if (xfer->recv.fresh && (xfer->recv.slot[0].length != 0) &&
+        ucp_sppln_recv_uffd_register(req, ahead)) {
         ucs_debug("rndv/sppln req %p: %zu bytes faulted in ahead, the rest "
                   "filled by userfaultfd",
                   req, ahead);
-        (void)ucp_sppln_recv_uffd_register(req, ahead);
     }
 }
 

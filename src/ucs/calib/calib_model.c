@@ -410,11 +410,19 @@ static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
  * the RTR, unregistered at the end). A receiver whose core is @a busy with
  * other work (its own staged sends) is taken not to keep up.
  */
+/* From the RTR until a sub-block of @a first bytes landed: the RTR's
+ * latency, the sender's post (a gap), the sub-block's wire time and its
+ * latency */
+static double ucs_calib_fill_wait(const ucs_calib_model_t *model, size_t first)
+{
+    return (2 * model->net_latency) + model->net_gap +
+           (first / ucs_calib_net_bw(model, first));
+}
+
 static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
                                   size_t first, size_t ahead, int busy)
 {
-    double wait = (2 * model->net_latency) + model->net_gap +
-                  (first / ucs_calib_net_bw(model, first));
+    double wait   = ucs_calib_fill_wait(model, first);
     double m_copy = ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) /
                     size;
     size_t last = size - ((ucs_div_round_up(size, first) - 1) * first);
@@ -452,9 +460,7 @@ size_t ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size,
     /* what can be faulted in while the first sub-block is on its way: more
      * costs what userfaultfd would fill it for and its copy out, less
      * leaves the receiver waiting */
-    ahead = ((2 * model->net_latency) + model->net_gap +
-             (first / ucs_calib_net_bw(model, first)) -
-             model->fill_populate.c) /
+    ahead = (ucs_calib_fill_wait(model, first) - model->fill_populate.c) /
             ucs_max(model->fill_populate.m, 1e-15);
     ahead = ucs_min(ucs_max(ahead, 0.0), (double)size);
 

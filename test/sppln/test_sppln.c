@@ -1008,6 +1008,24 @@ TH_TEST_TIMEOUT(sppln, fresh_destination_slow_collapse_backs_off, 120)
 
 /* ---- untouched pages filled by userfaultfd ---------------------------- */
 
+/* Rank's UCP with rndv/sppln forced, fresh buffers filled by userfaultfd:
+ * ahead and min, UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD and _MIN (NULL: the
+ * default), set whatever the environment says */
+static void sppln_uffd_init(th_ucp_t *ucp, th_oob_t *oob, int rank,
+                            const char *ahead, const char *min)
+{
+    sppln_env("sppln", "hcr");
+    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
+    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", ahead, 1);
+    if (min == NULL) {
+        unsetenv("UCX_RNDV_SPPLN_FRESH_UFFD_MIN");
+    } else {
+        setenv("UCX_RNDV_SPPLN_FRESH_UFFD_MIN", min, 1);
+    }
+    th_ucp_init(ucp, UCP_FEATURE_TAG);
+    th_ucp_connect(ucp, oob, 1 - rank, 0);
+}
+
 /* No mapping of [addr, addr + len) is registered with a userfaultfd, and it
  * is one mapping: a receive's registration ended, and the mapping the
  * kernel split for it was merged back */
@@ -1058,13 +1076,8 @@ static void sppln_uffd_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_t ucp;
     unsigned i;
 
-    sppln_env("sppln", "hcr");
-    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
-    /* all of it filled by userfaultfd, whatever the environment says */
-    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", "0", 1);
-    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_MIN", arg->uffd_min, 1);
-    th_ucp_init(&ucp, UCP_FEATURE_TAG);
-    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    /* all of it filled by userfaultfd */
+    sppln_uffd_init(&ucp, oob, rank, "0", arg->uffd_min);
 
     n = sizeof(sppln_fresh_sizes) / sizeof(sppln_fresh_sizes[0]);
     for (i = 0; i < n; ++i) {
@@ -1197,12 +1210,7 @@ sppln_uffd_ahead_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     th_ucp_t ucp;
     unsigned i;
 
-    sppln_env("sppln", "hcr");
-    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
-    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_MIN", "0", 1);
-    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", arg->ahead, 1);
-    th_ucp_init(&ucp, UCP_FEATURE_TAG);
-    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    sppln_uffd_init(&ucp, oob, rank, arg->ahead, "0");
 
     busy_buf = malloc(SPPLN_UFFD_BUSY_SIZE);
     TH_ASSERT(busy_buf != NULL);
@@ -1328,12 +1336,8 @@ sppln_uffd_reader_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     uint8_t *buf;
     void *req;
 
-    sppln_env("sppln", "hcr");
-    setenv("UCX_RNDV_SPPLN_FRESH_COPY", "uffd", 1);
-    /* all of it filled by userfaultfd, whatever the environment says */
-    setenv("UCX_RNDV_SPPLN_FRESH_UFFD_AHEAD", "0", 1);
-    th_ucp_init(&ucp, UCP_FEATURE_TAG);
-    th_ucp_connect(&ucp, oob, 1 - rank, 0);
+    /* all of it filled by userfaultfd */
+    sppln_uffd_init(&ucp, oob, rank, "0", NULL);
     buf = sppln_map(size, &map_len); /* page-aligned: all whole pages */
     if (rank == 0) {
         th_fill_pattern(buf, size, 79);

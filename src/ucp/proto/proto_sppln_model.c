@@ -819,14 +819,12 @@ int ucp_sppln_find_model(const char *md_name, ucs_calib_model_t *model)
     return ucs_calib_find(dev, model, NULL) == UCS_OK;
 }
 
-int ucp_sppln_recv_bound(const char *md_name)
+int ucp_sppln_recv_bound(const ucs_calib_model_t *model)
 {
-    ucs_calib_model_t model;
-
     /* copy_fault is the model's cost of faulting a page in (measured as a
      * copy from untouched pages) */
-    return ucp_sppln_find_model(md_name, &model) && (model.copy_fault.m > 0) &&
-           ((1.0 / model.copy_fault.m) < model.net_bw);
+    return (model->copy_fault.m > 0) &&
+           ((1.0 / model->copy_fault.m) < model->net_bw);
 }
 
 void ucp_sppln_lane_model_init(ucp_sppln_lane_model_t *lmodel,

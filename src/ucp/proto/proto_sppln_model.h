@@ -238,10 +238,9 @@ ucp_sppln_eager_max(const ucp_sppln_lane_model_t *lmodel, size_t seg_size);
 int ucp_sppln_find_model(const char *md_name, ucs_calib_model_t *model);
 
 
-/* Whether a receiver on this device (md name) faults the pages of an
- * untouched destination in slower than the network delivers them, by the
- * device's measured model (0 without one) */
-int ucp_sppln_recv_bound(const char *md_name);
+/* Whether a receiver faults the pages of an untouched destination in
+ * slower than the network delivers them, by its device's measured model */
+int ucp_sppln_recv_bound(const ucs_calib_model_t *model);
 
 
 /* The performance ranges of rndv/sppln from the model, for a buffer that is

@@ -72,7 +72,6 @@ typedef struct {
                                 (ucp_sppln_recv_collapse()); 0: untimed */
     size_t uffd_min; /* the fewest bytes of whole pages filled by
                         userfaultfd (UCX_RNDV_SPPLN_FRESH_UFFD_MIN) */
-    int have_model;
     int have_fill; /* the model has the costs of filling untouched
                       destinations: it says what is faulted in ahead */
     ucs_calib_model_t model; /* of the lane's device */
@@ -1277,6 +1276,7 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
     double collapse_time;
     const char *md_name;
     ssize_t huge_size;
+    int have_model;
 
     if (init_params->select_param->op_id != UCP_OP_ID_RNDV_RECV_STAGED) {
         return UCS_ERR_UNSUPPORTED;
@@ -1290,12 +1290,12 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
     rsc_index = init_params->ep_config_key->lanes[rpriv->lane].rsc_index;
     md_index  = context->tl_rscs[rsc_index].md_index;
     md_name   = context->tl_mds[md_index].rsc.md_name;
-    rpriv->populate_ahead = ucp_sppln_recv_bound(md_name);
+    /* the device's model, found once for all that follows */
+    have_model            = ucp_sppln_find_model(md_name, &rpriv->model);
+    rpriv->populate_ahead = have_model && ucp_sppln_recv_bound(&rpriv->model);
     rpriv->collapse_max   = 0;
-    rpriv->have_model     = ucp_sppln_find_model(md_name, &rpriv->model);
     huge_size             = ucs_get_huge_page_size();
-    if (context->config.sppln.fresh_collapse && (huge_size > 0) &&
-        rpriv->have_model) {
+    if (context->config.sppln.fresh_collapse && (huge_size > 0) && have_model) {
         /* the piece's faults in small pages, by the calibration */
         collapse_time = ucs_linear_func_apply(rpriv->model.copy_fault,
                                               huge_size);
@@ -1306,9 +1306,8 @@ ucp_sppln_recv_init(const ucp_proto_init_params_t *init_params)
 
     /* a model without them (a file from an older version): as without
      * one, nothing ahead, the fixed minimum */
-    rpriv->have_fill = rpriv->have_model &&
-                       ucs_calib_fill_measured(&rpriv->model);
-    rpriv->uffd_min = context->config.sppln.fresh_uffd_min;
+    rpriv->have_fill = have_model && ucs_calib_fill_measured(&rpriv->model);
+    rpriv->uffd_min  = context->config.sppln.fresh_uffd_min;
     if (rpriv->uffd_min == UCS_MEMUNITS_AUTO) {
         if (rpriv->have_fill) {
             ucs_calib_derive(&rpriv->model, &derived);

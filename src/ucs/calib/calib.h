@@ -315,6 +315,24 @@ double ucs_calib_sp_time(const ucs_calib_model_t *model,
                          const ucs_calib_derived_t *derived, size_t size);
 
 
+/* An operation on @a buf, a fresh mapping's first @a size bytes (its own
+ * pages or after its first few, see ucs_calib_time_fresh()) */
+typedef ucs_status_t (*ucs_calib_fresh_op_t)(void *buf, size_t size, void *arg);
+
+/**
+ * Median seconds that @a op takes on fresh mappings (pages never touched)
+ * of each of @a sizes, in *medians: a first touch's time scatters by tens
+ * of percent, so more repetitions where they are cheap. The first @a skip
+ * bytes of each mapping are written untimed, and @a op gets the rest.
+ *
+ * @return UCS_OK; UCS_ERR_UNSUPPORTED where @a op failed (not logged);
+ *         UCS_ERR_NO_MEMORY where no mapping could be had (logged).
+ */
+ucs_status_t ucs_calib_time_fresh(const size_t *sizes, unsigned n, size_t skip,
+                                  ucs_calib_fresh_op_t op, void *arg,
+                                  double *medians);
+
+
 /* Measure the costs of filling untouched receive buffers (fill_populate,
  * fill_uffd); those the kernel does not offer stay 0 */
 ucs_status_t ucs_calib_measure_fill(ucs_calib_model_t *model);

@@ -32,6 +32,8 @@
  * (the kernel splits the mapping, then merges it back), so which one costs
  * less depends on the size, and on a virtual machine, whose page faults
  * each exit to the hypervisor, by a factor that varies from host to host.
+ * ucs_calib_time_fresh() times an operation on fresh mappings for these
+ * and for calib_memcpy.c's copy from untouched pages.
  */
 
 #ifndef MADV_POPULATE_WRITE
@@ -45,20 +47,50 @@
 #endif
 
 /* the sizes of receive buffers whose fill the receiver chooses (from a
- * sub-block's pages to a few chunks); repetitions as for the faults of
- * calib_memcpy.c: a fault's time scatters by tens of percent */
+ * sub-block's pages to a few chunks) */
 static const size_t ucs_calib_fill_sizes[] = {64 * UCS_KBYTE, 256 * UCS_KBYTE,
                                               UCS_MBYTE, 4 * UCS_MBYTE};
-#define UCS_CALIB_FILL_MIN_REPS 3
-#define UCS_CALIB_FILL_MAX_REPS 15
+#define UCS_CALIB_FRESH_MIN_REPS 3
+#define UCS_CALIB_FRESH_MAX_REPS 15
 /* UFFDIO_COPY in pieces of this size, a call each, as the receiver fills
  * a sub-block (16 KiB to 1 MiB) per call */
 #define UCS_CALIB_FILL_PIECE (64 * UCS_KBYTE)
 
 
-typedef ucs_status_t (*ucs_calib_fill_func_t)(void *buf, size_t size,
-                                              void *arg);
+ucs_status_t ucs_calib_time_fresh(const size_t *sizes, unsigned n, size_t skip,
+                                  ucs_calib_fresh_op_t op, void *arg,
+                                  double *medians)
+{
+    double t[UCS_CALIB_FRESH_MAX_REPS];
+    ucs_status_t status;
+    ucs_time_t start;
+    unsigned i, r, reps;
+    void *buf;
 
+    for (i = 0; i < n; ++i) {
+        reps = ucs_min(ucs_max(UCS_MBYTE / sizes[i], UCS_CALIB_FRESH_MIN_REPS),
+                       UCS_CALIB_FRESH_MAX_REPS);
+        for (r = 0; r < reps; ++r) {
+            buf = mmap(NULL, sizes[i], PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (buf == MAP_FAILED) {
+                ucs_error("calib: failed to map %zu bytes: %m", sizes[i]);
+                return UCS_ERR_NO_MEMORY;
+            }
+
+            memset(buf, 0, skip);
+            start  = ucs_get_time();
+            status = op(UCS_PTR_BYTE_OFFSET(buf, skip), sizes[i] - skip, arg);
+            t[r]   = ucs_time_to_sec(ucs_get_time() - start);
+            munmap(buf, sizes[i]);
+            if (status != UCS_OK) {
+                return status;
+            }
+        }
+        medians[i] = ucs_calib_median(t, reps);
+    }
+    return UCS_OK;
+}
 
 static ucs_status_t ucs_calib_fill_populate(void *buf, size_t size, void *arg)
 {
@@ -102,53 +134,28 @@ static ucs_status_t ucs_calib_fill_uffd(void *buf, size_t size, void *arg)
 #endif
 
 /* Fit the time @a fill takes for fresh mappings of the sizes above, but
- * for their first @a skip bytes (touched, untimed); a failure leaves
- * @a func at 0 */
+ * for their first @a skip bytes; one the kernel refuses leaves @a func at
+ * 0 */
 static ucs_status_t
-ucs_calib_measure_fill_func(const char *name, ucs_calib_fill_func_t fill,
+ucs_calib_measure_fill_func(const char *name, ucs_calib_fresh_op_t fill,
                             void *arg, size_t skip, ucs_linear_func_t *func)
 {
-    unsigned n = ucs_static_array_size(ucs_calib_fill_sizes), i, r, reps;
+    unsigned i, n = ucs_static_array_size(ucs_calib_fill_sizes);
     double x[ucs_static_array_size(ucs_calib_fill_sizes)];
     double y[ucs_static_array_size(ucs_calib_fill_sizes)];
-    double t[UCS_CALIB_FILL_MAX_REPS];
     ucs_status_t status;
-    ucs_time_t start;
-    size_t size;
-    void *buf;
 
-    for (i = 0; i < n; ++i) {
-        size = ucs_calib_fill_sizes[i];
-        reps = ucs_min(ucs_max(UCS_MBYTE / size, UCS_CALIB_FILL_MIN_REPS),
-                       UCS_CALIB_FILL_MAX_REPS);
-        for (r = 0; r < reps; ++r) {
-            buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (buf == MAP_FAILED) {
-                ucs_error("calib: failed to map %zu bytes: %m", size);
-                return UCS_ERR_NO_MEMORY;
-            }
-
-            if (skip > 0) {
-                memset(buf, 0, skip);
-            }
-
-            start  = ucs_get_time();
-            status = fill(UCS_PTR_BYTE_OFFSET(buf, skip), size - skip, arg);
-            t[r]   = ucs_time_to_sec(ucs_get_time() - start);
-            if (status != UCS_OK) {
-                ucs_debug("calib: %s of %zu bytes failed: %m; not measured",
-                          name, size);
-                munmap(buf, size);
-                return UCS_OK;
-            }
-            munmap(buf, size);
-        }
-
-        x[i] = size - skip;
-        y[i] = ucs_calib_median(t, reps);
+    status = ucs_calib_time_fresh(ucs_calib_fill_sizes, n, skip, fill, arg, y);
+    if (status == UCS_ERR_UNSUPPORTED) {
+        ucs_debug("calib: %s failed: %m; not measured", name);
+        return UCS_OK;
+    } else if (status != UCS_OK) {
+        return status;
     }
 
+    for (i = 0; i < n; ++i) {
+        x[i] = ucs_calib_fill_sizes[i] - skip;
+    }
     *func = ucs_calib_fit(x, y, n);
     ucs_debug("calib: %s: %.2f us + %.3f ns/byte", name, func->c * 1e6,
               func->m * 1e9);

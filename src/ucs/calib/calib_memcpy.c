@@ -28,8 +28,6 @@
 /* the last-level and DRAM points move by a third between batches on a
  * shared host: the median of five */
 #define UCS_CALIB_COPY_BATCHES    5
-#define UCS_CALIB_FAULT_MIN_REPS  3
-#define UCS_CALIB_FAULT_REPS_MAX  15
 #define UCS_CALIB_DRAM_MIN        (32 * UCS_MBYTE)
 #define UCS_CALIB_DRAM_MAX        (64 * UCS_MBYTE) /* keeps calibration fast */
 
@@ -146,16 +144,21 @@ static unsigned ucs_calib_copy_sizes(size_t *sizes)
                                     sizes);
 }
 
+/* a copy from the fresh mapping into the resident buffer arg */
+static ucs_status_t ucs_calib_copy_fresh(void *buf, size_t size, void *arg)
+{
+    memcpy(arg, buf, size);
+    return UCS_OK;
+}
+
 static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
 {
     unsigned n = ucs_static_array_size(ucs_calib_fault_sizes), i;
     double x[ucs_static_array_size(ucs_calib_fault_sizes)];
     double y[ucs_static_array_size(ucs_calib_fault_sizes)];
-    size_t size, max_size = ucs_calib_fault_sizes[n - 1];
-    double t[UCS_CALIB_FAULT_REPS_MAX];
-    ucs_time_t start;
-    void *src, *dst;
-    unsigned r, reps;
+    size_t max_size = ucs_calib_fault_sizes[n - 1];
+    ucs_status_t status;
+    void *dst;
 
     dst = ucs_calib_map(max_size);
     if (dst == NULL) {
@@ -164,33 +167,18 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
     }
     memset(dst, 0, max_size);
 
-    for (i = 0; i < n; ++i) {
-        size = ucs_calib_fault_sizes[i];
-        /* a fault's time scatters by tens of percent: more samples where
-         * they are cheap, and where the fixed cost is decided */
-        reps = ucs_min(ucs_max(UCS_MBYTE / size, UCS_CALIB_FAULT_MIN_REPS),
-                       UCS_CALIB_FAULT_REPS_MAX);
-        for (r = 0; r < reps; ++r) {
-            /* a fresh mapping each time: its pages were never touched */
-            src = ucs_calib_map(size);
-            if (src == NULL) {
-                ucs_error("calib: failed to map %zu bytes: %m", size);
-                munmap(dst, max_size);
-                return UCS_ERR_NO_MEMORY;
-            }
-
-            start = ucs_get_time();
-            memcpy(dst, src, size);
-            t[r]  = ucs_time_to_sec(ucs_get_time() - start);
-            munmap(src, size);
-        }
-
-        x[i] = size;
-        y[i] = ucs_calib_median(t, reps) -
-               ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT);
+    status = ucs_calib_time_fresh(ucs_calib_fault_sizes, n, 0,
+                                  ucs_calib_copy_fresh, dst, y);
+    munmap(dst, max_size);
+    if (status != UCS_OK) {
+        return status;
     }
 
-    munmap(dst, max_size);
+    for (i = 0; i < n; ++i) {
+        x[i] = ucs_calib_fault_sizes[i];
+        y[i] -= ucs_calib_copy_time(model, ucs_calib_fault_sizes[i],
+                                    UCS_CALIB_PAGES_RESIDENT);
+    }
     model->copy_fault = ucs_calib_fit(x, y, n);
     return UCS_OK;
 }

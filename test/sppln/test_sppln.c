@@ -53,6 +53,7 @@ typedef struct {
     uint64_t max_ahead; /* most bytes a transfer staged before it looked
                            for its RTR */
     uint64_t ahead_idle; /* bytes staged while waiting for RTRs */
+    uint64_t acks; /* receiver: ACKs of consumed chunks sent */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
@@ -138,6 +139,25 @@ static void sppln_wait_unexpected(th_ucp_t *ucp, ucp_tag_t tag, size_t size)
     TH_ASSERT_EQ(info.length, size);
 }
 
+/* ACKs a receiver sends for the messages of sppln_sizes up to max_size
+ * through the bcopy path, whose chunks are a slot each (1 MiB): one per
+ * chunk whose slot a later chunk of its message takes, none for the last
+ * three */
+static uint64_t sppln_bcopy_acks(size_t max_size)
+{
+    uint64_t acks = 0;
+    size_t chunks;
+    unsigned i;
+
+    for (i = 0; i < SPPLN_NUM_SIZES; ++i) {
+        if (sppln_sizes[i] <= max_size) {
+            chunks = (sppln_sizes[i] + SPPLN_MB - 1) / SPPLN_MB;
+            acks += (chunks > 3) ? (chunks - 3) : 0;
+        }
+    }
+    return acks;
+}
+
 static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
                                  void *varg)
 {
@@ -218,6 +238,10 @@ static void sppln_integrity_rank(th_oob_t *oob, int rank, int nprocs,
         TH_ASSERT(st->async_copies > 0);
     } else {
         TH_ASSERT_EQ(st->async_copies, 0);
+    }
+    if (!strcmp(arg->path, "bcopy")) {
+        th_log("rank %d: %llu ACKs sent", rank, (unsigned long long)st->acks);
+        TH_ASSERT_EQ(st->acks, sppln_bcopy_acks(arg->max_size));
     }
     if (!strcmp(arg->path, "auto")) {
         TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] +
@@ -2307,7 +2331,8 @@ typedef struct {
  * the faulty rank breaks the protocol once, as the fault says. The other
  * rank must detect it: its request fails with UCS_ERR_IO_ERROR (its log
  * says why), nothing crashes, hangs or completes with a hole. The faulty
- * rank's request must not complete successfully either. */
+ * rank's request must not complete successfully either (a broken sender
+ * breaks a chunk whose ACK it waits for: the last three have none). */
 static void sppln_fault_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_fault_arg_t *arg = varg;
@@ -2422,9 +2447,10 @@ TH_TEST_TIMEOUT(sppln, peer_foreign_notification, 120)
 }
 
 /*
- * A receive into a fresh buffer filled by userfaultfd fails half way: the
- * sender's last sub-block is short, so the receiver fails the transfer
- * before its last pages are filled. Its registration must end with the
+ * A receive into a fresh buffer filled by userfaultfd fails half way: a
+ * sub-block of the sender's is short (in the last chunk whose ACK it waits
+ * for), so the receiver fails the transfer before its last pages are
+ * filled. Its registration must end with the
  * transfer: afterwards no mapping of the buffer is registered, and the
  * application writes every page of it.
  */

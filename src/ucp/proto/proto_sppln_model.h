@@ -217,11 +217,11 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
 
 
 /* A registered buffer of @a length bytes was staged, its data moved in
- * @a seconds (from the receiver's RTR to the last ACK): where zero-copy
- * would have taken less by the model, the next UCP_SPPLN_CACHED_BACKOFF
- * messages of its size class go zero-copy; below the model's threshold,
- * where it took less, the next ones are staged. Returns 1 when it backs
- * off. */
+ * @a seconds (from the receiver's RTR until the last puts completed):
+ * where zero-copy would have taken less by the model, the next
+ * UCP_SPPLN_CACHED_BACKOFF messages of its size class go zero-copy; below
+ * the model's threshold, where it took less, the next ones are staged.
+ * Returns 1 when it backs off. */
 int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
                                   const ucp_sppln_lane_model_t *lmodel,
                                   size_t length, double seconds);

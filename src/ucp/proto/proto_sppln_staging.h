@@ -105,6 +105,8 @@ typedef struct {
      * while they waited for it (ucp_sppln_copy_idle()) */
     uint64_t max_ahead;
     uint64_t ahead_idle;
+    /* receiver: ACKs of consumed chunks sent (ucp_sppln_acks_owed()) */
+    uint64_t acks;
 } ucp_sppln_stats_t;
 
 

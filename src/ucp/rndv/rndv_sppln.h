@@ -30,9 +30,17 @@
  *                                                 slots, rkey, notify tag)
  *   put chunk i in sub-blocks, each notified -->  copy each sub-block out
  *   (put with notification, or an AM after        as it lands; chunk done:
- *   the put on the same lane)               <--   ACK (its slot is free)
- *   slot i % 3 takes chunk i + 3 after the        done when every chunk
- *   ACK of chunk i; done at the last ACK          was acknowledged
+ *   the put on the same lane)               <--   ACK, where a later chunk
+ *   slot i % 3 takes chunk i + 3 after the        takes its slot
+ *   ACK of chunk i; done once the last puts       done when every byte is
+ *   completed                                     copied out
+ *
+ * The last three chunks have no ACK (ucp_sppln_acks_owed()): on RC a put
+ * completes once the peer has its data, so the sender is done when its
+ * last puts completed, as UCX's rndv/put is, and the message's last
+ * control message is off both sides' path (a fresh 256 KiB at 25 Gb/s on
+ * softverbs: the receiver posted its ACK for 3 us between its last copy
+ * and its completion).
  *
  * Files: rndv_sppln_send.c (the sender's protocols, the RTR and ACK
  * handlers), rndv_sppln_recv.c (the receiver's protocol, the sub-block
@@ -44,7 +52,8 @@
  * endpoint id it was given; a sub-block counts once and only with the
  * length its schedule gives it. A violation fails that transfer with
  * UCS_ERR_IO_ERROR and an error line on the side that saw it, and the other
- * side learns of it from an error ACK.
+ * side learns of it from an error ACK, the sender while it still waits for
+ * an ACK or a put.
  */
 
 
@@ -227,7 +236,8 @@ typedef struct ucp_sppln_xfer {
             int rx_index; /* in the worker's table, or
                                                 -1 */
             uint16_t generation;
-            unsigned acks; /* chunks consumed */
+            unsigned acks; /* ACKs owed so far (chunks consumed,
+                              ucp_sppln_acks_owed() at most) */
             unsigned acks_sent;
             size_t received; /* bytes copied out */
             int rtr_sent;
@@ -258,10 +268,12 @@ typedef struct ucp_sppln_xfer {
  * the transfer with a clear error: a peer is never trusted. */
 enum {
     UCP_SPPLN_FAULT_DUP_SUB       = UCS_BIT(0), /* sender: the first sub-block
-                                               of the last chunk again, in
-                                               place of its second */
+                                               of the last chunk it waits
+                                               an ACK for again, in place
+                                               of its second */
     UCP_SPPLN_FAULT_SHORT_SUB     = UCS_BIT(1), /* sender: the last sub-block
-                                               one byte short */
+                                               of that chunk one byte
+                                               short */
     UCP_SPPLN_FAULT_DUP_RTR       = UCS_BIT(2), /* receiver: the RTR twice */
     UCP_SPPLN_FAULT_SHORT_RTR     = UCS_BIT(3), /* receiver: an RTR without its
                                                rkey */
@@ -283,6 +295,14 @@ extern unsigned ucp_sppln_faults;
 
 /* Break the protocol as 'faults' (UCP_SPPLN_FAULT_*) says, once each */
 void ucp_proto_sppln_test_fault(unsigned faults);
+
+/* ACKs the receiver of a transfer of @a n_chunks chunks sends: one per chunk
+ * whose slot a later chunk takes */
+static UCS_F_ALWAYS_INLINE unsigned ucp_sppln_acks_owed(unsigned n_chunks)
+{
+    return (n_chunks > UCP_SPPLN_NUM_SLOTS) ? (n_chunks - UCP_SPPLN_NUM_SLOTS) :
+                                              0;
+}
 
 /* Whether a control message being packed carries this fault; cleared by
  * ucp_sppln_fault_sent() once the message went out (a message is packed

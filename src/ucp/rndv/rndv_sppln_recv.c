@@ -1052,10 +1052,11 @@ static ucs_status_t ucp_sppln_recv_ack_progress(uct_pending_req_t *self)
                                            sizeof(ucp_sppln_ack_hdr_t));
         }
         ++xfer->recv.acks_sent;
+        ++req->send.ep->worker->sppln->stats.acks;
     }
 
-    if (xfer->recv.acks_sent == xfer->n_chunks) {
-        ucs_assert(xfer->recv.received == req->send.state.dt_iter.length);
+    if (xfer->recv.received == req->send.state.dt_iter.length) {
+        ucs_assert(xfer->recv.acks_sent == ucp_sppln_acks_owed(xfer->n_chunks));
         ucp_sppln_recv_complete(req, ucp_request_get_super(req)->status);
     }
     return UCS_OK;
@@ -1142,13 +1143,16 @@ static int ucp_sppln_recv_copy_fresh(ucp_request_t *req, size_t offset,
 }
 
 /* A chunk is consumed: its slot takes the chunk three later, and the
- * sender learns that it may put there */
+ * sender learns that it may put there (the last three chunks' slots take
+ * none: no ACK, ucp_sppln_acks_owed()) */
 static void
 ucp_sppln_recv_chunk_done(ucp_sppln_xfer_t *xfer, ucp_sppln_recv_slot_t *slot)
 {
     size_t offset, length;
 
-    ++xfer->recv.acks;
+    if (xfer->recv.acks < ucp_sppln_acks_owed(xfer->n_chunks)) {
+        ++xfer->recv.acks;
+    }
     memset(slot->seen, 0, sizeof(slot->seen));
     slot->filled = 0;
     if (ucp_sppln_sched_next(&xfer->sched, &offset, &length)) {

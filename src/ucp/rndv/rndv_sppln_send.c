@@ -31,10 +31,11 @@
  *         when the receiver acknowledged chunk i-3, with at most
  *         UCP_SPPLN_MAX_POSTED puts in flight. The RTR and ACK handlers,
  *         and the puts' completions, send the request again.
- * The transfer ends at the last ACK, at an error ACK, at an ATS (the
- * receiver did not take the message) or at an error; the request completes
- * once the puts and copies of its slots are done, since their memory is
- * the staging group's.
+ * The transfer ends once every chunk is posted and every ACK owed came
+ * (ucp_sppln_acks_owed()), at an error ACK, at an ATS (the receiver did
+ * not take the message) or at an error; the request completes once the
+ * puts and copies of its slots are done, since their memory is the staging
+ * group's, and the puts' completions say that the receiver has the data.
  */
 
 
@@ -470,7 +471,18 @@ static ucs_status_t ucp_sppln_notify_am(ucp_sppln_xfer_t *xfer, uct_ep_h uct_ep,
                            &xfer->send.rreq_id, sizeof(xfer->send.rreq_id));
 }
 
+/* Test only: the chunk whose data a fault breaks, the last one whose ACK
+ * the sender waits for (the last one where none is owed), so that a broken
+ * sender learns of its failure */
+static unsigned ucp_sppln_fault_chunk(const ucp_sppln_xfer_t *xfer)
+{
+    unsigned owed = ucp_sppln_acks_owed(xfer->n_chunks);
+
+    return (owed > 0) ? (owed - 1) : (xfer->n_chunks - 1);
+}
+
 /* Put the sub-blocks of chunk next_put in slot s, from put_offset on */
+
 static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
                                         const ucp_sppln_send_priv_t *spriv,
                                         unsigned s)
@@ -505,13 +517,13 @@ static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
         fault   = 0;
         if (ucs_unlikely(ucp_sppln_faults != 0)) {
             /* test only: committed once the put is posted */
-            if ((xfer->send.next_put + 1 == xfer->n_chunks) &&
+            if ((xfer->send.next_put == ucp_sppln_fault_chunk(xfer)) &&
                 (offset == sub_size) && (length == sub_size) &&
                 ucp_sppln_fault_pending(UCP_SPPLN_FAULT_DUP_SUB)) {
                 /* its second sub-block replaced by the first again */
                 fault  = UCP_SPPLN_FAULT_DUP_SUB;
                 offset = 0;
-            } else if ((xfer->send.next_put + 1 == xfer->n_chunks) &&
+            } else if ((xfer->send.next_put == ucp_sppln_fault_chunk(xfer)) &&
                        (offset + length == slot->length) && (length > 1) &&
                        ucp_sppln_fault_pending(UCP_SPPLN_FAULT_SHORT_SUB)) {
                 fault = UCP_SPPLN_FAULT_SHORT_SUB;
@@ -733,6 +745,12 @@ static ucs_status_t ucp_sppln_send_data_progress(uct_pending_req_t *self)
         xfer->progressing = 0;
         if (status == UCS_ERR_NO_RESOURCE) {
             return status;
+        }
+        if ((xfer->status == UCS_INPROGRESS) &&
+            (xfer->send.next_put == xfer->n_chunks) &&
+            (xfer->send.acked == ucp_sppln_acks_owed(xfer->n_chunks))) {
+            /* every chunk posted: done once their puts completed */
+            xfer->status = UCS_OK;
         }
     }
 
@@ -981,12 +999,18 @@ int ucp_proto_sppln_ats(ucp_worker_h worker, const ucp_reply_hdr_t *rephdr)
     return 1;
 }
 
-/* The staged send that a peer's control message names, or NULL: the ids
+/*
+ * The staged send that a peer's control message names, or NULL: the ids
  * come from the wire, and may name no request, one of another protocol or
- * endpoint, or our zcopy path (which takes UCX's own messages) */
+ * endpoint, or our zcopy path (which takes UCX's own messages). An error
+ * ACK may also name a transfer that ended well: every ACK owed came, and
+ * the receiver failed one of the last chunks (a broken sender's) while or
+ * after their puts completed. It is taken while the request still waits
+ * for them, and is only a debug line once the send completed.
+ */
 static ucp_request_t *ucp_sppln_send_request(ucp_worker_h worker,
                                              uint64_t sreq_id, uint64_t ep_id,
-                                             const char *what)
+                                             const char *what, int error_ack)
 {
     ucp_request_t *req;
 
@@ -1000,7 +1024,8 @@ static ucp_request_t *ucp_sppln_send_request(ucp_worker_h worker,
         !(req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) ||
         (req->send.rndv.sppln_xfer == NULL) ||
         (req->send.rndv.sppln_xfer->req != req) ||
-        (req->send.rndv.sppln_xfer->status != UCS_INPROGRESS)) {
+        ((req->send.rndv.sppln_xfer->status != UCS_INPROGRESS) &&
+         !(error_ack && (req->send.rndv.sppln_xfer->status == UCS_OK)))) {
         goto err;
     }
 
@@ -1014,6 +1039,12 @@ static ucp_request_t *ucp_sppln_send_request(ucp_worker_h worker,
     return req;
 
 err:
+    if (error_ack) {
+        ucs_debug("rndv/sppln: error %s for request id 0x%" PRIx64 ", not a "
+                  "staged send in progress (one that completed)",
+                  what, sreq_id);
+        return NULL;
+    }
     ucs_error("rndv/sppln: %s for request id 0x%" PRIx64 ", which is not a "
               "staged send in progress",
               what, sreq_id);
@@ -1061,7 +1092,7 @@ ucp_sppln_handle_rtr(void *arg, void *data, size_t length, unsigned flags)
         return UCS_OK;
     }
 
-    req = ucp_sppln_send_request(worker, rtr->sreq_id, rtr->ep_id, "RTR");
+    req = ucp_sppln_send_request(worker, rtr->sreq_id, rtr->ep_id, "RTR", 0);
     if (req == NULL) {
         return UCS_OK;
     }
@@ -1146,23 +1177,29 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
         return UCS_OK;
     }
 
-    req = ucp_sppln_send_request(worker, ack->sreq_id, ack->ep_id, "ACK");
+    req = ucp_sppln_send_request(worker, ack->sreq_id, ack->ep_id, "ACK",
+                                 ack->status != UCS_OK);
     if (req == NULL) {
         return UCS_OK;
     }
     xfer = req->send.rndv.sppln_xfer;
 
     if (ack->status != UCS_OK) {
-        /* the receiver gave up, and said why */
+        /* the receiver gave up, and said why (also after the transfer
+         * ended well, while its last puts complete) */
+        if (xfer->status == UCS_OK) {
+            xfer->status = UCS_INPROGRESS;
+        }
         ucp_sppln_send_end(req, (ack->status < 0) ? (ucs_status_t)ack->status :
                                                     UCS_ERR_IO_ERROR);
         return UCS_OK;
     }
 
-    /* in order, and only for a chunk whose puts were all posted: the slot
-     * it frees takes the next chunk */
+    /* in order, only for a chunk whose puts were all posted, and only where
+     * the slot it frees takes a later chunk */
     if (!xfer->send.rtr || (ack->chunk != xfer->send.acked) ||
-        (xfer->send.acked >= xfer->send.next_put)) {
+        (xfer->send.acked >= xfer->send.next_put) ||
+        (xfer->send.acked >= ucp_sppln_acks_owed(xfer->n_chunks))) {
         ucs_error("rndv/sppln req %p: the peer acknowledged chunk %u, "
                   "expected chunk %u (%u of %u sent)",
                   req, ack->chunk, xfer->send.acked, xfer->send.next_put,
@@ -1171,11 +1208,8 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
         return UCS_OK;
     }
 
-    if (++xfer->send.acked == xfer->n_chunks) {
-        ucp_sppln_send_end(req, UCS_OK);
-    } else {
-        ucp_sppln_send_kick(req);
-    }
+    ++xfer->send.acked;
+    ucp_sppln_send_kick(req);
     return UCS_OK;
 }
 

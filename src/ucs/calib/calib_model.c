@@ -44,6 +44,11 @@
 /* the first chunk is at least this share of a message (ucs_calib_sp_first) */
 #define UCS_CALIB_SP_FIRST_SHARE  8
 
+/* the last chunks of a message that are not acknowledged: rndv/sppln's
+ * staging slots per side, an acknowledgment freeing a slot for a later
+ * chunk */
+#define UCS_CALIB_SP_UNACKED 3
+
 /* a notified put is on the wire for about this many gaps, its own cost
  * (see ucs_calib_derive()); and within these bounds */
 #define UCS_CALIB_SP_SUB_GAPS     32
@@ -201,7 +206,8 @@ double ucs_calib_reg_time(const ucs_calib_model_t *model, size_t size,
 }
 
 /*
- * Every chunk costs a put and an acknowledgment, two gaps. Started at the
+ * Every chunk costs a put and (but for the last three) an acknowledgment,
+ * two gaps. Started at the
  * C_0 whose copy hides in the rendezvous round trip, every message would go
  * through the same log_q(slot / C_0) small chunks before its chunks are
  * large, which on a fabric with gaps of microseconds (softverbs) costs more
@@ -288,7 +294,7 @@ double ucs_calib_sp_time(const ucs_calib_model_t *model,
     size_t n     = ucs_calib_sp_num_chunks(derived, size);
     size_t puts  = ucs_div_round_up(size, ucs_max(derived->sp_sub, 1));
     double before_last;
-    size_t sub;
+    size_t sub, acks;
 
     /* the last put: of the last chunk, what the ones before left */
     before_last = (derived->sp_q > 1.0) ?
@@ -301,10 +307,11 @@ double ucs_calib_sp_time(const ucs_calib_model_t *model,
 
     /* the sender's copies and puts; the receiver copies each sub-block out
      * as it lands, so only its copy of the last one is exposed. Every
-     * sub-block is a put and every chunk an acknowledgment: each costs a
-     * gap. */
+     * sub-block is a put and every chunk but the last UCS_CALIB_SP_UNACKED
+     * an acknowledgment: each costs a gap. */
+    acks = (n > UCS_CALIB_SP_UNACKED) ? (n - UCS_CALIB_SP_UNACKED) : 0;
     return ucs_calib_stage_time(model, derived, size) +
-           ((n + ucs_max(puts, n)) * model->net_gap) + model->net_latency +
+           ((acks + ucs_max(puts, n)) * model->net_gap) + model->net_latency +
            (sub / ucs_calib_copy_bw(model, sub));
 }
 

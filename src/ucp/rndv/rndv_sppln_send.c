@@ -1168,6 +1168,7 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
     ucp_worker_h worker            = arg;
     const ucp_sppln_ack_hdr_t *ack = data;
     ucp_sppln_xfer_t *xfer;
+    ucs_status_t status;
     ucp_request_t *req;
 
     if (length < sizeof(*ack)) {
@@ -1185,13 +1186,14 @@ ucp_sppln_handle_ack(void *arg, void *data, size_t length, unsigned flags)
     xfer = req->send.rndv.sppln_xfer;
 
     if (ack->status != UCS_OK) {
-        /* the receiver gave up, and said why (also after the transfer
-         * ended well, while its last puts complete) */
+        /* the receiver gave up, and said why; its word also replaces the
+         * end of a transfer that ended well while its last puts complete */
+        status = (ack->status < 0) ? (ucs_status_t)ack->status :
+                                     UCS_ERR_IO_ERROR;
         if (xfer->status == UCS_OK) {
-            xfer->status = UCS_INPROGRESS;
+            xfer->status = status;
         }
-        ucp_sppln_send_end(req, (ack->status < 0) ? (ucs_status_t)ack->status :
-                                                    UCS_ERR_IO_ERROR);
+        ucp_sppln_send_end(req, status);
         return UCS_OK;
     }
 

@@ -160,6 +160,8 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
            m->fill_populate.m);
     printf("fill_uffd_c=%.9e\nfill_uffd_m=%.9e\n", m->fill_uffd.c,
            m->fill_uffd.m);
+    printf("fill_copy_c=%.9e\nfill_copy_m=%.9e\n", m->fill_copy.c,
+           m->fill_copy.m);
     for (i = 0; i < m->num_copy; ++i) {
         printf("copy_bw_%zu=%.6e\n", m->copy[i].size, m->copy[i].bw);
     }
@@ -311,9 +313,12 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
            "that its gap\n  (%.1f us) is a small share of it\n",
            s2, m->net_gap * 1e6);
     printf("an untouched receive buffer (populate: %.1f us + %.0f ns/KiB, "
-           "userfaultfd with\n  the copy: %.1f us + %.0f ns/KiB), faulted "
-           "in ahead of the data in sub-blocks\n  of %zu KiB:",
+           "and the copy into\n  its pages %.1f us + %.0f ns/KiB more than "
+           "into resident ones; userfaultfd\n  with the copy: %.1f us + "
+           "%.0f ns/KiB), faulted in ahead of the data in\n  sub-blocks of "
+           "%zu KiB:",
            m->fill_populate.c * 1e6, m->fill_populate.m * 1e9 * UCS_KBYTE,
+           m->fill_copy.c * 1e6, m->fill_copy.m * 1e9 * UCS_KBYTE,
            m->fill_uffd.c * 1e6, m->fill_uffd.m * 1e9 * UCS_KBYTE,
            (size_t)(d->sp_sub / UCS_KBYTE));
     for (i = 0; i < ucs_static_array_size(fill_sizes); ++i) {

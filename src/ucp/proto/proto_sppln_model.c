@@ -290,8 +290,11 @@ ucs_config_field_t ucp_sppln_config_table[] = {
          "in while it waits for the first sub-block, which costs it nothing,\n"
          "or all of the buffer where userfaultfd's fixed cost would not pay\n"
          "(where the receiver keeps up with the wire anyway, having no staged\n"
-         "sends of its own in flight, or the buffer is small); 0 without a\n"
-         "model that has these costs. inf: all of it.",
+         "sends of its own in flight, or the buffer is small), or none of it\n"
+         "where the copy into faulted in pages costs more than userfaultfd's\n"
+         "fill (on a virtual machine that traps the first write to each page\n"
+         "from user mode); 0 without a model that has these costs. inf: all\n"
+         "of it.",
          ucs_offsetof(ucp_sppln_config_t, fresh_uffd_ahead),
          UCS_CONFIG_TYPE_MEMUNITS_STRICT},
 

@@ -48,8 +48,9 @@
  * are range-checked, a measured overlap is clamped to 0..1; 5: net_cpu, and
  * the key names the CPUs the process may run on; 6: net and stage
  * lines, zero-copy and a staged sender by working set; 7: the fill of
- * untouched receive buffers) */
-#define UCS_CALIB_FORMAT_VERSION 7
+ * untouched receive buffers; 8: the copy into pages the kernel faulted in,
+ * fill_copy) */
+#define UCS_CALIB_FORMAT_VERSION 8
 
 /* modes of the cache directory: the user's alone */
 #define UCS_CALIB_DIR_MODE 0700

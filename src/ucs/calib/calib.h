@@ -98,6 +98,15 @@ typedef struct ucs_calib_model {
      * or the model comes from a file without them) */
     ucs_linear_func_t fill_populate;
     ucs_linear_func_t fill_uffd;
+    /* extra cost of the copy into pages that fill_populate just faulted in,
+     * over a copy into resident memory: about 0 where the CPU walks the
+     * guest kernel's page tables itself; on a virtual machine that shadows
+     * them, the first access from user mode to each page traps to the
+     * hypervisor although the kernel has faulted it in (4-5 us a page on
+     * one such VM, 2026-11-28), while userfaultfd's fill and the kernel's
+     * own copies never touch the pages from user mode. 0 and 0: not
+     * measured (an older model file): no extra cost */
+    ucs_linear_func_t fill_copy;
     /* memcpy bandwidth by working set, ascending sizes */
     unsigned               num_copy;
     ucs_calib_copy_point_t copy[UCS_CALIB_MAX_COPY_POINTS];
@@ -323,18 +332,20 @@ typedef ucs_status_t (*ucs_calib_fresh_op_t)(void *buf, size_t size, void *arg);
  * Median seconds that @a op takes on fresh mappings (pages never touched)
  * of each of @a sizes, in *medians: a first touch's time scatters by tens
  * of percent, so more repetitions where they are cheap. The first @a skip
- * bytes of each mapping are written untimed, and @a op gets the rest.
+ * bytes of each mapping are written untimed, and @a op gets the rest,
+ * after @a prepare (untimed, unless NULL) had it.
  *
  * @return UCS_OK; UCS_ERR_UNSUPPORTED where @a op failed (not logged);
  *         UCS_ERR_NO_MEMORY where no mapping could be had (logged).
  */
 ucs_status_t ucs_calib_time_fresh(const size_t *sizes, unsigned n, size_t skip,
+                                  ucs_calib_fresh_op_t prepare,
                                   ucs_calib_fresh_op_t op, void *arg,
                                   double *medians);
 
 
 /* Measure the costs of filling untouched receive buffers (fill_populate,
- * fill_uffd); those the kernel does not offer stay 0 */
+ * fill_copy, fill_uffd); those the kernel does not offer stay 0 */
 ucs_status_t ucs_calib_measure_fill(ucs_calib_model_t *model);
 
 
@@ -347,8 +358,10 @@ int ucs_calib_fill_measured(const ucs_calib_model_t *model);
  * its receiver faults in ahead of the data, the rest being filled by
  * userfaultfd as it lands: what it can fault in while it waits for the
  * first sub-block of @a sub bytes (at most the message), where that costs
- * less than faulting in all of it; else all of it (also where fill_populate
- * or fill_uffd was not measured). A receiver that keeps up with the wire
+ * less than faulting in all of it; none of it where the copy into faulted
+ * in pages costs more than userfaultfd's fill (fill_copy); else all of it
+ * (also where fill_populate or fill_uffd was not measured). A receiver
+ * that keeps up with the wire
  * faults in all of it, unless its core is @a busy with other work (its own
  * staged sends, as in an all-to-all).
  */

@@ -167,7 +167,7 @@ static ucs_status_t ucs_calib_measure_fault(ucs_calib_model_t *model)
     }
     memset(dst, 0, max_size);
 
-    status = ucs_calib_time_fresh(ucs_calib_fault_sizes, n, 0,
+    status = ucs_calib_time_fresh(ucs_calib_fault_sizes, n, 0, NULL,
                                   ucs_calib_copy_fresh, dst, y);
     munmap(dst, max_size);
     if (status != UCS_OK) {

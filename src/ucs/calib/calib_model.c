@@ -390,6 +390,14 @@ int ucs_calib_fill_measured(const ucs_calib_model_t *model)
            ucs_calib_linear_measured(&model->fill_uffd);
 }
 
+/* the copy of @a size bytes into pages just faulted in (fill_copy) */
+static double
+ucs_calib_fill_copy_time(const ucs_calib_model_t *model, size_t size)
+{
+    return ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) +
+           ucs_linear_func_apply(model->fill_copy, size);
+}
+
 /* an untouched receive buffer filled by userfaultfd, against faulting its
  * pages in and copying into them */
 static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
@@ -398,7 +406,7 @@ static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
 {
     return ucs_linear_func_apply(model->fill_uffd, size) <
            (ucs_linear_func_apply(model->fill_populate, size) +
-            ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT));
+            ucs_calib_fill_copy_time(model, size));
 }
 
 /*
@@ -430,9 +438,8 @@ static double ucs_calib_fill_time(const ucs_calib_model_t *model, size_t size,
                                   size_t first, size_t ahead, int busy)
 {
     double wait   = ucs_calib_fill_wait(model, first);
-    double m_copy = ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT) /
-                    size;
-    size_t last = size - ((ucs_div_round_up(size, first) - 1) * first);
+    double m_copy = ucs_calib_fill_copy_time(model, size) / size;
+    size_t last   = size - ((ucs_div_round_up(size, first) - 1) * first);
     /* of the last sub-block, the bytes in faulted in pages */
     size_t last_ahead = (ahead > (size - last)) ? (ahead - (size - last)) : 0;
     double landed, work;
@@ -466,10 +473,16 @@ size_t ucs_calib_fill_ahead(const ucs_calib_model_t *model, size_t size,
 
     /* what can be faulted in while the first sub-block is on its way: more
      * costs what userfaultfd would fill it for and its copy out, less
-     * leaves the receiver waiting */
-    ahead = (ucs_calib_fill_wait(model, first) - model->fill_populate.c) /
-            ucs_max(model->fill_populate.m, 1e-15);
-    ahead = ucs_min(ucs_max(ahead, 0.0), (double)size);
+     * leaves the receiver waiting. Each byte of it then costs a copy into
+     * faulted in pages instead of userfaultfd's fill: where that copy is
+     * the dearer (fill_copy), the wait hides nothing worth faulting in */
+    if ((ucs_calib_fill_copy_time(model, size) / size) >= model->fill_uffd.m) {
+        ahead = 0;
+    } else {
+        ahead = (ucs_calib_fill_wait(model, first) - model->fill_populate.c) /
+                ucs_max(model->fill_populate.m, 1e-15);
+        ahead = ucs_min(ucs_max(ahead, 0.0), (double)size);
+    }
 
     /* all of it, where userfaultfd's fixed cost is not worth it */
     if (ucs_calib_fill_time(model, size, first, size, busy) <=
@@ -707,6 +720,7 @@ ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max)
     ucs_calib_check_linear(&check, "xfer_fault", &model->xfer_fault);
     ucs_calib_check_linear(&check, "fill_populate", &model->fill_populate);
     ucs_calib_check_linear(&check, "fill_uffd", &model->fill_uffd);
+    ucs_calib_check_linear(&check, "fill_copy", &model->fill_copy);
 
     if ((model->num_copy == 0) ||
         (model->num_copy > UCS_CALIB_MAX_COPY_POINTS)) {
@@ -817,6 +831,8 @@ void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
             model->fill_populate.m);
     fprintf(stream, "fill_uffd %.9e %.9e\n", model->fill_uffd.c,
             model->fill_uffd.m);
+    fprintf(stream, "fill_copy %.9e %.9e\n", model->fill_copy.c,
+            model->fill_copy.m);
     for (i = 0; i < model->num_copy; ++i) {
         fprintf(stream, "copy %zu %.9e\n", model->copy[i].size,
                 model->copy[i].bw);
@@ -914,6 +930,8 @@ static ucs_linear_func_t *ucs_calib_linear_field(ucs_calib_model_t *model,
         return &model->fill_populate;
     } else if (!strcmp(key, "fill_uffd")) {
         return &model->fill_uffd;
+    } else if (!strcmp(key, "fill_copy")) {
+        return &model->fill_copy;
     }
     return NULL;
 }

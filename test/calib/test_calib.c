@@ -383,6 +383,48 @@ TH_TEST(calib, crossover_counts_transfer_faults)
                  d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
 }
 
+/* A first send's receiver is taken to receive into a new buffer too: by
+ * zero-copy it registers that and takes the first transfer's faults, where
+ * a staged receiver fills it (the cheaper of its two ways) */
+TH_TEST(calib, zcopy_thresh_counts_a_new_receive_buffer)
+{
+    ucs_calib_derived_t d, d_recv;
+    ucs_calib_model_t m;
+
+    /* copy 0.1 ns/B, registration 2 us + 0.05 ns/B: resident pages by
+     * zero-copy from 40 KB, the model without fill costs (an older file)
+     * not counting the receiver */
+    calib_flat_model(&m, 2e-6, 0.05e-9, 10e9);
+    m.copy_fault = ucs_linear_func_make(0, 2e-9);
+    m.xfer_fault = ucs_linear_func_make(0, 1e-9);
+    ucs_calib_derive(&m, &d);
+    TH_ASSERT(calib_close((double)d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+                          2e-6 / 0.05e-9, 0.1));
+
+    /* the faults of a first transfer into the new buffer (1 ns/B, as
+     * softverbs' on a VM) cost more than the staged receiver's fill
+     * (userfaultfd, 0.21 ns/B): never by zero-copy */
+    m.fill_populate = ucs_linear_func_make(1e-6, 0.25e-9);
+    m.fill_uffd     = ucs_linear_func_make(5e-6, 0.21e-9);
+    ucs_calib_derive(&m, &d_recv);
+    th_log("zcopy_thresh resident %zu, without the receiver %zu",
+           d_recv.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+           d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
+    TH_ASSERT_EQ(d_recv.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+                 UCS_CALIB_SIZE_INF);
+    TH_ASSERT_GT(d_recv.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT],
+                 d.zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT]);
+
+    /* a device that pins at registration (no faults on the transfer) and
+     * pins new pages for less than the staged receiver fills them: no
+     * later than without the receiver */
+    m.xfer_fault                       = ucs_linear_func_make(0, 0);
+    m.reg[UCS_CALIB_PAGES_NONRESIDENT] = ucs_linear_func_make(2e-6, 0.1e-9);
+    ucs_calib_derive(&m, &d_recv);
+    TH_ASSERT_LE(d_recv.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT],
+                 d.zcopy_thresh[UCS_CALIB_PAGES_RESIDENT]);
+}
+
 TH_TEST(calib, copy_bw_interpolates)
 {
     ucs_calib_model_t m;

@@ -277,7 +277,9 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_RESIDENT], s1, sizeof(s1));
     size_str(d->zcopy_thresh[UCS_CALIB_PAGES_NONRESIDENT], s2, sizeof(s2));
     printf("  register + zero-copy beats a copy from: resident pages %s, "
-           "untouched pages %s\n",
+           "untouched pages %s\n  (counting what the receiver of a new "
+           "buffer pays more by zero-copy than\n  staged, where the fill "
+           "costs below are measured)\n",
            s1, s2);
     size_str(d->sp_thresh, s1, sizeof(s1));
     printf("  the superpipeline beats one copy from: %s\n", s1);

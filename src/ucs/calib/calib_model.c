@@ -350,16 +350,6 @@ static size_t ucs_calib_crossover(int (*wins)(const ucs_calib_model_t*,
     return 0;
 }
 
-static int ucs_calib_zcopy_wins(const ucs_calib_model_t *model,
-                                const ucs_calib_derived_t *derived,
-                                size_t size, int pages)
-{
-    /* the transfer from resident pages costs the same both ways; the extra
-     * of a first transfer from untouched pages is in the reg time */
-    return ucs_calib_reg_time(model, size, pages) <
-           ucs_calib_copy_time(model, size, pages);
-}
-
 /* the superpipeline against zero-copy from a buffer registered already
  * (where it does not win, the single copy, whose chunks are no larger,
  * does not either: the stage points measure the staged sender) */
@@ -407,6 +397,47 @@ static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
     return ucs_linear_func_apply(model->fill_uffd, size) <
            (ucs_linear_func_apply(model->fill_populate, size) +
             ucs_calib_fill_copy_time(model, size));
+}
+
+/*
+ * What the receiver of a first send pays more by zero-copy than through the
+ * staging, its buffer taken to be as new as the sender's (untouched): it
+ * registers the buffer and takes the first transfer's faults (reg time of
+ * untouched pages), where a staged receiver fills the pages the cheaper of
+ * its two ways, less the copy out of the staging that it pays into
+ * resident pages too. The sender cannot see the receiver's buffer; a
+ * receive buffer that is not new after all leaves the staged message one
+ * pipelined copy dearer, while a new one received by zero-copy cost 6 us a
+ * page on softverbs on a VM whose every copy into untouched pages traps to
+ * the hypervisor (a NAS IS-like exchange of 8 MiB into new buffers took 2.5
+ * times as long as staged). 0 where the model has no fill costs.
+ */
+static double
+ucs_calib_first_recv_zcopy_extra(const ucs_calib_model_t *model, size_t size)
+{
+    double staged;
+
+    if (!ucs_calib_fill_measured(model)) {
+        return 0;
+    }
+
+    staged = ucs_min(ucs_linear_func_apply(model->fill_uffd, size),
+                     ucs_linear_func_apply(model->fill_populate, size) +
+                             ucs_calib_fill_copy_time(model, size)) -
+             ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT);
+    return ucs_calib_reg_time(model, size, UCS_CALIB_PAGES_NONRESIDENT) -
+           ucs_max(staged, 0.0);
+}
+
+static int ucs_calib_zcopy_wins(const ucs_calib_model_t *model,
+                                const ucs_calib_derived_t *derived,
+                                size_t size, int pages)
+{
+    /* the transfer from resident pages costs the same both ways; the extra
+     * of a first transfer from untouched pages is in the reg time */
+    return (ucs_calib_reg_time(model, size, pages) +
+            ucs_calib_first_recv_zcopy_extra(model, size)) <
+           ucs_calib_copy_time(model, size, pages);
 }
 
 /*

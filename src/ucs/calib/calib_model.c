@@ -388,6 +388,15 @@ ucs_calib_fill_copy_time(const ucs_calib_model_t *model, size_t size)
            ucs_linear_func_apply(model->fill_copy, size);
 }
 
+/* an untouched receive buffer of @a size bytes faulted in, then copied
+ * into */
+static double
+ucs_calib_fill_populate_time(const ucs_calib_model_t *model, size_t size)
+{
+    return ucs_linear_func_apply(model->fill_populate, size) +
+           ucs_calib_fill_copy_time(model, size);
+}
+
 /* an untouched receive buffer filled by userfaultfd, against faulting its
  * pages in and copying into them */
 static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
@@ -395,8 +404,7 @@ static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
                                     size_t size, int unused)
 {
     return ucs_linear_func_apply(model->fill_uffd, size) <
-           (ucs_linear_func_apply(model->fill_populate, size) +
-            ucs_calib_fill_copy_time(model, size));
+           ucs_calib_fill_populate_time(model, size);
 }
 
 /*
@@ -422,19 +430,19 @@ ucs_calib_first_recv_zcopy_extra(const ucs_calib_model_t *model, size_t size)
     }
 
     staged = ucs_min(ucs_linear_func_apply(model->fill_uffd, size),
-                     ucs_linear_func_apply(model->fill_populate, size) +
-                             ucs_calib_fill_copy_time(model, size)) -
+                     ucs_calib_fill_populate_time(model, size)) -
              ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT);
     return ucs_calib_reg_time(model, size, UCS_CALIB_PAGES_NONRESIDENT) -
            ucs_max(staged, 0.0);
 }
 
 static int ucs_calib_zcopy_wins(const ucs_calib_model_t *model,
-                                const ucs_calib_derived_t *derived,
-                                size_t size, int pages)
+                                const ucs_calib_derived_t *derived, size_t size,
+                                int pages)
 {
-    /* the transfer from resident pages costs the same both ways; the extra
-     * of a first transfer from untouched pages is in the reg time */
+    /* the sender's side: the transfer from resident pages costs the same
+     * both ways, and the extra of a first transfer from untouched pages is
+     * in the reg time; then the receiver's */
     return (ucs_calib_reg_time(model, size, pages) +
             ucs_calib_first_recv_zcopy_extra(model, size)) <
            ucs_calib_copy_time(model, size, pages);

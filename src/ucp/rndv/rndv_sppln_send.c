@@ -482,7 +482,6 @@ static unsigned ucp_sppln_fault_chunk(const ucp_sppln_xfer_t *xfer)
 }
 
 /* Put the sub-blocks of chunk next_put in slot s, from put_offset on */
-
 static ucs_status_t ucp_sppln_post_subs(ucp_request_t *req,
                                         const ucp_sppln_send_priv_t *spriv,
                                         unsigned s)
@@ -1041,7 +1040,7 @@ static ucp_request_t *ucp_sppln_send_request(ucp_worker_h worker,
 err:
     if (error_ack) {
         ucs_debug("rndv/sppln: error %s for request id 0x%" PRIx64 ", not a "
-                  "staged send in progress (one that completed)",
+                  "staged send in progress (maybe one that completed)",
                   what, sreq_id);
         return NULL;
     }

@@ -300,6 +300,10 @@ static int sv_xfer_kernel(pid_t pid, int to_remote, struct iovec *l, int ln,
  * never early.
  */
 #define SV_TAIL_LEAD_PCT 75
+/* and never more than this: the estimate may be a slow period's, and a
+ * lead longer than a fast copy's entry into the kernel landed tails 2-5 us
+ * before their deliver time (softverbs.link_model_wire_time) */
+#define SV_TAIL_LEAD_MAX_NS 300
 
 /* nanoseconds of the shortest recent tail copy to another process (0: none
  * timed yet) */
@@ -331,7 +335,7 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
 {
     struct iovec split[SV_MAX_SGE + 1], rbody[SV_MAX_RECV_SGE];
     size_t body = total - SV_TAIL_BYTES;
-    uint64_t start;
+    uint64_t start, lead;
     /* its tail goes at deliver_ns, after its body */
     int split_tail = to_remote && (total > SV_XFER_WHOLE_MAX);
     int tail       = -1;
@@ -376,9 +380,10 @@ static int sv_xfer(pid_t pid, int to_remote, struct iovec *l, int ln,
             return err;
         }
         sv_iov_advance(&r, &rn, body);
-        sv_link_hold(
-                deliver_ns -
-                ((SV_LOAD_RELAXED(&sv_tail_copy_ns) * SV_TAIL_LEAD_PCT) / 100));
+        lead = (SV_LOAD_RELAXED(&sv_tail_copy_ns) * SV_TAIL_LEAD_PCT) / 100;
+        sv_link_hold(deliver_ns - ((lead < SV_TAIL_LEAD_MAX_NS) ?
+                                           lead :
+                                           SV_TAIL_LEAD_MAX_NS));
         start = sv_now_ns();
         err = sv_xfer_kernel(pid, 1, l + tail, ln - tail, r, rn, SV_TAIL_BYTES);
         sv_tail_copy_update(sv_now_ns() - start);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -813,19 +814,27 @@ TH_TEST(softverbs, link_model_send_copy_overlaps_latency)
 #define LINK_ATTEMPTS  4
 
 /* whether to measure again: the bound was missed while the process ran
- * less than LINK_CPU_SHARE of the time since (cpu0, wall0) */
-static int
-link_measure_again(int missed, double cpu0, double wall0, unsigned attempt)
+ * less than cpu_share of the time since (cpu0, wall0) */
+static int link_measure_again_share(int missed, double cpu0, double wall0,
+                                    unsigned attempt, double cpu_share)
 {
     double share = (th_cpu_time(RUSAGE_SELF) - cpu0) / (th_time() - wall0);
 
-    if (!missed || (share >= LINK_CPU_SHARE) ||
-        (attempt + 1 >= LINK_ATTEMPTS)) {
+    if (!missed || (share >= cpu_share) || (attempt + 1 >= LINK_ATTEMPTS)) {
         return 0;
     }
     th_log("missed the bound, having run %.0f%% of the time: again",
            share * 100);
+    /* out of a slow period of the host, if it is one */
+    usleep(20000);
     return 1;
+}
+
+static int
+link_measure_again(int missed, double cpu0, double wall0, unsigned attempt)
+{
+    return link_measure_again_share(missed, cpu0, wall0, attempt,
+                                    LINK_CPU_SHARE);
 }
 
 /* one signaled WRITE (op 0) or READ (op 1) of sge to the peer, posted and
@@ -846,10 +855,11 @@ static double link_timed_op(svt_ep_t *ep, unsigned op, struct ibv_sge *sge,
 
 /* the fastest of 'tries' signaled WRITEs (op 0) or READs (op 1) of sge, in
  * microseconds, none below floor_us; measured again while it is not below
- * within_us and the host kept this process off the CPU (link_measure_again()) */
+ * within_us and the process ran less than cpu_share of the time
+ * (link_measure_again_share()) */
 static double link_best_op(svt_ep_t *ep, unsigned op, struct ibv_sge *sge,
                            const svt_info_t *peer, unsigned tries,
-                           double floor_us, double within_us)
+                           double floor_us, double within_us, double cpu_share)
 {
     unsigned k, attempt = 0;
     double t, best, cpu0, wall0;
@@ -863,7 +873,8 @@ static double link_best_op(svt_ep_t *ep, unsigned op, struct ibv_sge *sge,
             TH_ASSERT_DBL(t, >=, floor_us);
             best = (t < best) ? t : best;
         }
-    } while (link_measure_again(best >= within_us, cpu0, wall0, attempt++));
+    } while (link_measure_again_share(best >= within_us, cpu0, wall0, attempt++,
+                                      cpu_share));
     return best;
 }
 
@@ -912,7 +923,7 @@ static void link_wire_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
         copy_us = link_kernel_copy_time(LINK_WIRE_LEN) * 1e6;
         for (op = 0; op < 2; ++op) {
             best[op] = link_best_op(&ep, op, &sge, &peer, LINK_TRIES, wire_us,
-                                    wire_us + (copy_us / 2));
+                                    wire_us + (copy_us / 2), LINK_CPU_SHARE);
         }
         th_log("%u MiB at %s Gb/s + %s us: model %.0f us, a copy %.0f us; "
                "best of %d WRITE %.0f us, READ %.0f us",
@@ -941,7 +952,11 @@ TH_TEST(softverbs, link_model_wire_time)
  * delivered it). 64 KiB at 20 Gb/s + 10 us: the fastest of a few completes
  * within an 8-byte kernel copy of the model (0.6-0.8 us after it on the
  * benches' VM, 1.8-1.9 with the tail started at the deliver time, the copy
- * 1.3), and none before it.
+ * 1.3), and none before it. The time this process ran does not tell
+ * whether the device's thread that lands the tail waited for a core, so a
+ * miss is measured again whatever it was (a slow period of a CI host: the
+ * best of 16 came 10 us late, with an 8-byte kernel copy of 3 us); a tail
+ * landed a system call late misses every time.
  */
 #define LINK_TAIL_LEN   (64u << 10)
 #define LINK_TAIL_TRIES 16
@@ -964,7 +979,7 @@ static void link_tail_rank(th_oob_t *oob, int rank, int nprocs, void *arg)
     if (rank == 0) {
         copy_us = link_kernel_copy_time(8) * 1e6;
         best    = link_best_op(&ep, 0, &sge, &peer, LINK_TAIL_TRIES, wire_us,
-                               wire_us + copy_us);
+                               wire_us + copy_us, INFINITY);
         th_log("%u KiB WRITE at %s Gb/s + %s us: model %.1f us, best of %d "
                "%.1f us, an 8-byte kernel copy %.2f us",
                LINK_TAIL_LEN >> 10, LINK_WIRE_GBPS, LINK_WIRE_LAT, wire_us,

@@ -54,10 +54,12 @@ typedef struct {
                            for its RTR */
     uint64_t ahead_idle; /* bytes staged while waiting for RTRs */
     uint64_t acks; /* receiver: ACKs of consumed chunks sent */
+    uint64_t zcopy_timed; /* zero-copy sends of registered buffers timed */
 } sppln_stats_t;
 
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 void ucp_proto_sppln_test_fault(unsigned faults);
+void ucp_proto_sppln_test_zcopy_scale(double scale);
 
 enum { SP_BCOPY = 1, SP_SPPLN = 2, SP_ZCOPY = 3 };
 enum {
@@ -3088,6 +3090,12 @@ typedef struct {
     int backoff; /* how many staged ones must take longer than
                     zero-copy's time by the model */
     int sends; /* of the buffer (0: SPPLN_EAGER_SENDS) */
+    int timed; /* whether its zero-copy sends must be timed */
+    double zcopy_scale; /* they count as this many times their time
+                           (0: as they took) */
+    int ucx_rndv; /* zero-copy by UCX's rendezvous, whose ATS times
+                     it: UCX_RNDV_THRESH set (without it UCX sends a few
+                     MiB on softverbs by its eager zero-copy, untimed) */
 } sppln_eager_arg_t;
 
 /* Rank 0 sends one buffer arg->sends times, new data each time: the
@@ -3097,7 +3105,7 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 {
     const sppln_eager_arg_t *arg = varg;
     int sends      = (arg->sends > 0) ? arg->sends : SPPLN_EAGER_SENDS;
-    uint64_t zcopy = 0, eager = 0, staged = 0, backoff = 0;
+    uint64_t zcopy = 0, eager = 0, staged = 0, backoff = 0, timed = 0;
     const sppln_stats_t *st;
     size_t map_len;
     uint8_t *buf;
@@ -3106,6 +3114,11 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
 
     sppln_env(arg->super.path, "hcr");
     setenv("UCX_RNDV_SPPLN_THRESH", "16k", 1);
+    if (arg->ucx_rndv) {
+        setenv("UCX_RNDV_THRESH", "64k", 1);
+    }
+    ucp_proto_sppln_test_zcopy_scale((arg->zcopy_scale > 0) ? arg->zcopy_scale :
+                                                              1.0);
     th_ucp_init(&ucp, UCP_FEATURE_TAG);
     th_ucp_connect(&ucp, oob, 1 - rank, 0);
 
@@ -3118,6 +3131,7 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                 eager   = st->eager;
                 staged  = st->sent[SP_BCOPY] + st->sent[SP_SPPLN];
                 backoff = st->cached_backoff;
+                timed   = st->zcopy_timed;
             }
             th_fill_pattern(buf, arg->size, 1200 + i);
             sppln_send_to_posted(&ucp, oob, buf, arg->size, 0x900 + i);
@@ -3130,12 +3144,16 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
     if (rank == 0) {
         st = ucp_proto_sppln_stats(ucp.worker);
         TH_ASSERT(st != NULL);
-        th_log("%s, %zu bytes: of %d registered sends %lu eager, %lu staged",
+        th_log("%s, %zu bytes: of %d registered sends %lu eager, %lu staged, "
+               "%lu timed",
                arg->super.path, arg->size, sends - 1,
                (unsigned long)(st->eager - eager),
                (unsigned long)(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] -
-                               staged));
+                               staged),
+               (unsigned long)(st->zcopy_timed - timed));
         TH_ASSERT_EQ(st->sent[SP_ZCOPY] - zcopy, sends - 1 - arg->staged);
+        TH_ASSERT_EQ(st->zcopy_timed - timed,
+                     arg->timed ? (sends - 1 - arg->staged) : 0);
         TH_ASSERT_EQ(st->sent[SP_BCOPY] + st->sent[SP_SPPLN] - staged,
                      arg->staged);
         TH_ASSERT_EQ(st->cached_backoff - backoff, arg->backoff);
@@ -3227,9 +3245,11 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_goes_staged, 120)
     TH_ASSERT_LE(d.cached_staged_thresh, arg.size);
     sppln_run(sppln_eager_rank, &arg.super);
 
-    /* below it */
+    /* below it: near it, its zero-copy sends are timed (for a staged one's
+     * check, sppln.registered_buffer_near_threshold_explored) */
     arg.size   = d.cached_staged_thresh - 4096;
     arg.staged = 0;
+    arg.timed  = (arg.size >= 2 * SPPLN_MB);
     sppln_run(sppln_eager_rank, &arg.super);
 
     /* a device that moves large buffers as fast as small ones */
@@ -3237,13 +3257,15 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_goes_staged, 120)
     TH_ASSERT_EQ(d.cached_staged_thresh, UCS_CALIB_SIZE_INF);
     arg.super.model = SPPLN_MODEL_BASE;
     arg.size        = 8 * SPPLN_MB;
+    arg.timed       = 0;
     sppln_run(sppln_eager_rank, &arg.super);
 }
 
 /*
- * A staged registered buffer is checked against the model's zero-copy time:
- * one that took longer (here every one) sends the next messages of its
- * size zero-copy.
+ * A staged registered buffer is checked against zero-copy's time, the
+ * model's where no zero-copy send of its size was timed yet: one that took
+ * longer (here every one) sends the next messages of its size zero-copy,
+ * and those are timed.
  */
 TH_TEST_TIMEOUT(sppln, large_registered_buffer_backs_off, 120)
 {
@@ -3252,6 +3274,8 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_backs_off, 120)
                              8 * SPPLN_MB,
                              0,
                              1,
+                             1,
+                             0,
                              1};
     ucs_calib_derived_t d;
 
@@ -3305,31 +3329,62 @@ static size_t sppln_explored_size(const char *model)
  * zero-copy, but the threshold is where two measured rates cross, and
  * near it (from zero-copy's first measured working set up) the fourth
  * registered send of a size class, and one in 64 after it, is staged and
- * checked against the model's zero-copy time. One that took less keeps
- * the size class staged (every later one checked the same way); one that
- * took clearly longer sends the size class back to zero-copy. Of 8 sends
- * (one first send, 7 registered): 3 zero-copy, then 4 staged; or, where
- * the model's zero-copy is far faster than this host stages, the fourth
+ * checked against zero-copy: the zero-copy sends of that size the sender
+ * timed (each, start to ATS), else the model. One that took less keeps the
+ * size class staged (every later one checked the same way); one that took
+ * clearly longer sends the size class back to zero-copy. Of 8 sends (one
+ * first send, 7 registered): 3 zero-copy, then 4 staged; or the fourth
  * staged, backing off, and the rest zero-copy. Below zero-copy's first
- * measured working set, where its rate is interpolated, none is staged.
+ * measured working set, where its rate is interpolated, none is staged
+ * nor timed.
+ *
+ * The timed zero-copy sends count as a hundred times, or a hundredth of,
+ * their time, whatever this host's: a host where zero-copy is far slower
+ * than staging, or far faster. Where that and the model disagree, the
+ * timed sends decide. They are UCX's rendezvous (a user's UCX_RNDV_THRESH
+ * here): the sender times one from its start to the receiver's ATS.
  */
 TH_TEST_TIMEOUT(sppln, registered_buffer_near_threshold_explored, 180)
 {
-    sppln_eager_arg_t arg = {
-            {"auto", "hcr", 0, 0, SPPLN_MODEL_NEAR_TIE_SLOW}, 0, 0, 4, 0, 8};
+    sppln_eager_arg_t arg = {{"auto", "hcr", 0, 0, SPPLN_MODEL_NEAR_TIE_SLOW},
+                             0,
+                             0,
+                             4,
+                             0,
+                             8,
+                             1,
+                             100,
+                             1};
 
+    /* the model stages faster than zero-copy, and so does the host */
     arg.size = sppln_explored_size(SPPLN_MODEL_NEAR_TIE_SLOW);
     sppln_run(sppln_eager_rank, &arg.super);
 
-    /* below 2 MiB, where zero-copy's rate is interpolated */
-    arg.size   = 2 * SPPLN_MB - 4096;
-    arg.staged = 0;
+    /* the model stages faster, the host zero-copies faster */
+    arg.zcopy_scale = 0.01;
+    arg.staged      = 1;
+    arg.backoff     = 1;
     sppln_run(sppln_eager_rank, &arg.super);
 
+    /* below 2 MiB, where zero-copy's rate is interpolated */
+    arg.size    = 2 * SPPLN_MB - 4096;
+    arg.staged  = 0;
+    arg.backoff = 0;
+    arg.timed   = 0;
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    /* the model zero-copies faster than staging, and so does the host */
     arg.super.model = SPPLN_MODEL_NEAR_TIE_FAST;
     arg.size        = sppln_explored_size(SPPLN_MODEL_NEAR_TIE_FAST);
     arg.staged      = 1;
     arg.backoff     = 1;
+    arg.timed       = 1;
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    /* the model zero-copies faster, the host stages faster */
+    arg.zcopy_scale = 100;
+    arg.staged      = 4;
+    arg.backoff     = 0;
     sppln_run(sppln_eager_rank, &arg.super);
 }
 

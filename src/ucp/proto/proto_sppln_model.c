@@ -617,8 +617,8 @@ ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
  * UCP_SPPLN_CACHED_EXPLORE-th of it, one message in
  * UCP_SPPLN_CACHED_BACKOFF of each size class is staged and checked as the
  * ones above the threshold are (ucp_sppln_cached_staged_check()): one that
- * took less than zero-copy by the model keeps its size class staged, each
- * of its messages checked again, until one takes clearly longer
+ * took less than zero-copy keeps its size class staged, each of its
+ * messages checked again, until one takes clearly longer
  * (UCP_SPPLN_CACHED_LOSS).
  *
  * Only from the smallest working set at which the calibration measured
@@ -626,19 +626,26 @@ ucs_calib_pages_t ucp_sppln_pages(const void *buffer)
  * a cache-sized transfer, and too slow for a buffer the caches hold (a
  * reused 4 MiB on softverbs' default link: 9.1 GB/s by the model, 12 by
  * UCX's rendezvous), so a staged message beat it, and stayed staged 4-6%
- * slower than zero-copy.
+ * slower than zero-copy. In that range, and from the threshold on, the
+ * zero-copy sends of registered buffers are timed, and a staged one is
+ * checked against them rather than the model where there are any: the
+ * model's zero-copy of a reused 16 MiB on softverbs' default link took
+ * 1.4 ms, between two processes 1.8-2.7 ms, staged 1.5-1.7.
  */
+static int
+ucp_sppln_cached_checked(const ucp_sppln_lane_model_t *lmodel, size_t length)
+{
+    return (lmodel->model.num_net > 0) &&
+           (length >= lmodel->model.net[0].size) &&
+           (length >=
+            (lmodel->derived.cached_staged_thresh / UCP_SPPLN_CACHED_EXPLORE));
+}
+
 static int ucp_sppln_cached_explore(ucp_sppln_staged_table_t *staged,
                                     const ucp_sppln_lane_model_t *lmodel,
                                     size_t length)
 {
     unsigned size_class = ucs_ilog2(length);
-
-    if ((lmodel->model.num_net == 0) || (length < lmodel->model.net[0].size) ||
-        (length <
-         (lmodel->derived.cached_staged_thresh / UCP_SPPLN_CACHED_EXPLORE))) {
-        return 0;
-    }
 
     if (staged->cached_staged_left[size_class] > 0) {
         --staged->cached_staged_left[size_class];
@@ -682,6 +689,14 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
             return UCP_SPPLN_PATH_ZCOPY;
         }
 
+        /* a staged message of this size is checked against zero-copy: the
+         * zero-copy ones are timed for it */
+        if ((length < lmodel->derived.cached_staged_thresh) &&
+            !ucp_sppln_cached_checked(lmodel, length)) {
+            return UCP_SPPLN_PATH_ZCOPY;
+        }
+        *check_p = 1;
+
         if (length < lmodel->derived.cached_staged_thresh) {
             if (!ucp_sppln_cached_explore(staged, lmodel, length)) {
                 return UCP_SPPLN_PATH_ZCOPY;
@@ -695,15 +710,16 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                 return UCP_SPPLN_PATH_ZCOPY;
             }
         }
-        *check_p = 1;
     }
 
     /* every staging group is in use: a staged message would start only
      * when another staged transfer ends, a whole transfer's time, while
      * zero-copy starts now for the price of a registration; and with the
      * network busy with the transfers in flight, the copies of a staged one
-     * overlap nothing but add to the CPU time all of them share */
+     * overlap nothing but add to the CPU time all of them share (nor is
+     * that zero-copy's time alone) */
     if (staging_busy) {
+        *check_p = 0;
         return UCP_SPPLN_PATH_ZCOPY;
     }
 
@@ -737,23 +753,74 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
  * other load slows first: on the virtual machine of the bench, for minutes
  * at a time, a reused 16 MiB staged took 3.5-8.9 ms where zero-copy kept
  * its 2.6-2.9 (1.7-2.2 for staging otherwise). Each staged message of a
- * registered buffer is checked against the model's zero-copy time, and a
- * size class whose message lost by more than the model's error
+ * registered buffer is checked against zero-copy's time, and a size class
+ * whose message lost by more than the model's error
  * (UCP_SPPLN_CACHED_LOSS) goes zero-copy for a while; then staging is
  * tried again.
+ *
+ * Zero-copy's time is the faster of the last zero-copy sends of its size
+ * class the sender timed (ucp_sppln_cached_zcopy_timed()), each one alone
+ * in flight, from its start to its completion as the staged one is; where
+ * none was, the model's.
  */
-int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
-                                  const ucp_sppln_lane_model_t *lmodel,
+
+/* Seconds per byte of the faster of the timed zero-copy sends of a size
+ * class; 0 where none was timed */
+static double ucp_sppln_cached_zcopy_byte_time(ucp_sppln_staged_table_t *staged,
+                                               unsigned size_class)
+{
+    double best = 0;
+    unsigned i;
+
+    for (i = 0; i < UCP_SPPLN_ZCOPY_SAMPLES; ++i) {
+        if ((staged->zcopy_byte_time[size_class][i] > 0) &&
+            ((best == 0) || (staged->zcopy_byte_time[size_class][i] < best))) {
+            best = staged->zcopy_byte_time[size_class][i];
+        }
+    }
+    return best;
+}
+
+void ucp_sppln_cached_zcopy_timed(ucp_sppln_staged_table_t *staged,
                                   size_t length, double seconds)
 {
+    unsigned size_class;
+    uint8_t *next;
+
+    if ((length == 0) || !(seconds > 0)) {
+        return;
+    }
+
+    size_class = ucs_ilog2(length);
+    next       = &staged->zcopy_next[size_class];
+    staged->zcopy_byte_time[size_class][*next] = seconds / length;
+    *next = (*next + 1) % UCP_SPPLN_ZCOPY_SAMPLES;
+}
+
+int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
+                                  const ucp_sppln_lane_model_t *lmodel,
+                                  size_t length, double since_start,
+                                  double since_rtr)
+{
     unsigned size_class = ucs_ilog2(length);
-    double t_zcopy;
+    double t_zcopy, byte_time, seconds;
 
     if (!lmodel->have_model) {
         return 0;
     }
 
-    t_zcopy = ucs_calib_zcopy_time(&lmodel->model, length);
+    /* zero-copy as this pair of processes moved a registered buffer of
+     * this size, start to completion as the staged one; else the model's
+     * rate, against the staged one's data time */
+    byte_time = ucp_sppln_cached_zcopy_byte_time(staged, size_class);
+    if (byte_time > 0) {
+        t_zcopy = byte_time * length;
+        seconds = since_start;
+    } else {
+        t_zcopy = ucs_calib_zcopy_time(&lmodel->model, length);
+        seconds = since_rtr;
+    }
+
     if (seconds <= t_zcopy) {
         if (length < lmodel->derived.cached_staged_thresh) {
             /* staged below the threshold (ucp_sppln_cached_explore()),
@@ -771,9 +838,11 @@ int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
     }
 
     ucs_debug("rndv/sppln: a registered %zu-byte buffer staged in %.1f us, "
-              "zero-copy takes %.1f us by the model: the next %d of its size "
-              "go zero-copy",
-              length, seconds * 1e6, t_zcopy * 1e6, UCP_SPPLN_CACHED_BACKOFF);
+              "zero-copy takes %.1f us %s: the next %d of its size go "
+              "zero-copy",
+              length, seconds * 1e6, t_zcopy * 1e6,
+              (byte_time > 0) ? "as timed" : "by the model",
+              UCP_SPPLN_CACHED_BACKOFF);
     staged->cached_zcopy_left[size_class]  = UCP_SPPLN_CACHED_BACKOFF;
     staged->cached_staged_left[size_class] = 0;
     return 1;

@@ -125,6 +125,11 @@ typedef struct {
  * every few dozen messages. A host's slower periods, which the check is
  * for, made staging 1.3-3x slower (3.5-8.9 ms). */
 #define UCP_SPPLN_CACHED_LOSS 1.2
+/* Zero-copy sends of a registered buffer timed per size class: the staged
+ * ones are checked against the faster of the last two, so that one slowed
+ * by something else (the receiver registering its buffer) does not make
+ * staging look better */
+#define UCP_SPPLN_ZCOPY_SAMPLES 2
 
 typedef struct {
     ucp_sppln_staged_t entry[UCP_SPPLN_STAGED_HASH];
@@ -132,6 +137,10 @@ typedef struct {
     uint8_t cached_zcopy_left[UCP_SPPLN_SIZE_CLASSES];
     uint8_t cached_staged_left[UCP_SPPLN_SIZE_CLASSES];
     uint8_t cached_explore_count[UCP_SPPLN_SIZE_CLASSES];
+    /* seconds per byte of the last zero-copy sends of registered buffers,
+     * from the request's start to its completion (0: none) */
+    double zcopy_byte_time[UCP_SPPLN_SIZE_CLASSES][UCP_SPPLN_ZCOPY_SAMPLES];
+    uint8_t zcopy_next[UCP_SPPLN_SIZE_CLASSES];
 } ucp_sppln_staged_table_t;
 
 
@@ -207,23 +216,33 @@ int ucp_sppln_staged_before(ucp_sppln_staged_table_t *table, const void *buffer,
  * measured size from which staging beats it anyway, and so does one that
  * would wait for a staging group (staging_busy), else the measured
  * critical sizes decide; *probed_p tells whether the buffer's residency was
- * looked up for it (a system call), *check_p whether it is a registered
- * buffer staged by the model, whose time the caller passes to
- * ucp_sppln_cached_staged_check() */
+ * looked up for it (a system call), *check_p whether the message is a
+ * registered buffer of a size whose staged sends are checked: staged, its
+ * time goes to ucp_sppln_cached_staged_check(), zero-copy, to
+ * ucp_sppln_cached_zcopy_timed() */
 ucp_sppln_path_t
 ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                  const ucp_sppln_lane_model_t *lmodel, const void *buffer,
                  size_t length, int staging_busy, int *probed_p, int *check_p);
 
 
-/* A registered buffer of @a length bytes was staged, its data moved in
- * @a seconds (from the receiver's RTR until the last puts completed):
- * where zero-copy would have taken less by the model, the next
+/* A registered buffer of @a length bytes was staged: @a since_start from
+ * the request's start until its last puts completed, @a since_rtr of that
+ * from the receiver's RTR. Where zero-copy would have taken less (timed
+ * zero-copy sends of its size class, else the model), the next
  * UCP_SPPLN_CACHED_BACKOFF messages of its size class go zero-copy; below
  * the model's threshold, where it took less, the next ones are staged.
  * Returns 1 when it backs off. */
 int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
                                   const ucp_sppln_lane_model_t *lmodel,
+                                  size_t length, double since_start,
+                                  double since_rtr);
+
+
+/* A zero-copy send of a registered buffer of @a length bytes, which
+ * ucp_sppln_choose() asked to be timed, took @a seconds from its start to
+ * its completion, with no other staged or timed send in flight */
+void ucp_sppln_cached_zcopy_timed(ucp_sppln_staged_table_t *staged,
                                   size_t length, double seconds);
 
 

@@ -107,7 +107,20 @@ typedef struct {
     uint64_t ahead_idle;
     /* receiver: ACKs of consumed chunks sent (ucp_sppln_acks_owed()) */
     uint64_t acks;
+    /* sender: zero-copy sends of registered buffers timed for the staged
+     * ones' check (ucp_sppln_cached_zcopy_timed()) */
+    uint64_t zcopy_timed;
 } ucp_sppln_stats_t;
+
+
+/* A zero-copy send of a registered buffer being timed, alone in flight
+ * (ucp_sppln_cached_zcopy_timed()), until UCX's ATS for it arrives */
+typedef struct {
+    const ucp_request_t *req; /* NULL: none */
+    const void *buffer; /* what it sends: a request with */
+    size_t length; /* other data is another's */
+    ucs_time_t start;
+} ucp_sppln_zcopy_timer_t;
 
 
 /* A receive transfer the notify data can name */
@@ -142,6 +155,7 @@ typedef struct ucp_sppln_worker {
     uint16_t next_generation;
     ucp_sppln_staged_table_t staged;
     ucp_sppln_stats_t stats;
+    ucp_sppln_zcopy_timer_t zcopy_timer;
     ucs_copy_engine_t *copy_engine; /* created on first use, or NULL */
     int copy_engine_failed; /* do not try again */
     ucp_sppln_fresh_t fresh_copy; /* receiver: how it copies into
@@ -161,6 +175,15 @@ typedef struct ucp_sppln_worker {
                                             a page's part of a sub-block */
     ucp_sppln_rma_group_t rma[UCP_SPPLN_MAX_GROUPS]; /* staged puts */
 } ucp_sppln_worker_t;
+
+
+/* A send or a staged receive starts: a zero-copy send being timed is not
+ * alone in flight any more, its time is not zero-copy's (and one that
+ * ended without an ATS is forgotten) */
+static UCS_F_ALWAYS_INLINE void ucp_sppln_xfer_started(ucp_sppln_worker_t *sw)
+{
+    sw->zcopy_timer.req = NULL;
+}
 
 
 /* A request waiting for a staging group: it is sent again (its progress

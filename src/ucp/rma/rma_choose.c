@@ -426,6 +426,7 @@ static ucs_status_t ucp_rma_choose_progress(uct_pending_req_t *self)
         ucp_proto_request_bcopy_abort(req, status);
         return UCS_OK;
     }
+    ucp_sppln_xfer_started(sw);
 
     if (!cpriv->sub_ready) {
         for (which = 0; which < UCP_RMA_CHOOSE_WRAPPED; ++which) {

@@ -218,6 +218,7 @@ typedef struct ucp_sppln_xfer {
             int cached_check; /* a registered buffer the model
                                                   stages: its time is checked
                                                   (ucp_sppln_cached_staged_check()) */
+            ucs_time_t start_time; /* when it started, if so */
             ucs_time_t rtr_time; /* when the RTR arrived, if so */
             uint64_t rreq_id; /* from the RTR */
             uint64_t remote_slot;

@@ -199,6 +199,7 @@ void ucp_proto_sppln_recv_prepare(ucp_worker_h worker, ucp_request_t *req,
         goto err;
     }
 
+    ucp_sppln_xfer_started(sw);
     xfer = ucs_mpool_get(&sw->xfer_mp);
     if (xfer == NULL) {
         ucs_error("rndv/sppln: failed to allocate a receive transfer");

@@ -61,9 +61,19 @@ extern ucp_proto_t ucp_am_rndv_sppln_proto;
 
 unsigned ucp_sppln_faults = 0;
 
+/* what the zero-copy sends timed take is multiplied by (tests) */
+static double ucp_sppln_zcopy_scale = 1.0;
+
 void ucp_proto_sppln_test_fault(unsigned faults)
 {
     ucp_sppln_faults = faults;
+}
+
+/* Tests: the timed zero-copy sends count as @a scale times their time (a
+ * host where zero-copy is slower or faster than staging) */
+void ucp_proto_sppln_test_zcopy_scale(double scale)
+{
+    ucp_sppln_zcopy_scale = scale;
 }
 
 static int ucp_sppln_send_is_ours(const ucp_request_t *req)
@@ -82,16 +92,69 @@ static unsigned ucp_sppln_send_busy(const ucp_sppln_xfer_t *xfer)
     return busy;
 }
 
-/* A registered buffer the model staged moved its data since the RTR at
- * rtr_time: whether staging it paid (ucp_sppln_cached_staged_check()) */
-static void ucp_sppln_send_check_cached(ucp_request_t *req, ucs_time_t rtr_time)
+/* A registered buffer the model staged is done: whether staging it paid
+ * (ucp_sppln_cached_staged_check()) */
+static void
+ucp_sppln_send_check_cached(ucp_request_t *req, const ucp_sppln_xfer_t *xfer)
 {
     const ucp_sppln_send_priv_t *spriv = req->send.proto_config->priv;
     ucp_sppln_worker_t *sw             = req->send.ep->worker->sppln;
+    ucs_time_t now                     = ucs_get_time();
 
     sw->stats.cached_backoff += ucp_sppln_cached_staged_check(
             &sw->staged, &spriv->lmodel, req->send.state.dt_iter.length,
-            ucs_time_to_sec(ucs_get_time() - rtr_time));
+            ucs_time_to_sec(now - xfer->send.start_time),
+            ucs_time_to_sec(now - xfer->send.rtr_time));
+}
+
+/* Time a zero-copy send of a registered buffer handed to UCX's rendezvous,
+ * from now to the ATS that completes it (ucp_proto_sppln_ats()), if no
+ * staged transfer is in flight; any transfer that starts before stops it
+ * (ucp_sppln_xfer_started()). A rendezvous that ends otherwise (a put from
+ * the receiver's RTR, an error) gives no time. */
+static void
+ucp_sppln_zcopy_timer_start(ucp_sppln_worker_t *sw, const ucp_request_t *req)
+{
+    ucp_sppln_zcopy_timer_t *timer = &sw->zcopy_timer;
+
+    if ((sw->groups_used[UCP_SPPLN_SIDE_SEND] > 0) ||
+        (sw->groups_used[UCP_SPPLN_SIDE_RECV] > 0)) {
+        return;
+    }
+
+    timer->req    = req;
+    timer->buffer = req->send.state.dt_iter.type.contig.buffer;
+    timer->length = req->send.state.dt_iter.length;
+    timer->start  = ucs_get_time();
+}
+
+/* UCX's ATS for a request arrived: its zero-copy time, if it is the one
+ * timed */
+static void ucp_sppln_zcopy_timer_ats(ucp_sppln_worker_t *sw,
+                                      const ucp_request_t *req,
+                                      ucs_status_t status)
+{
+    ucp_sppln_zcopy_timer_t *timer = &sw->zcopy_timer;
+    double seconds;
+
+    if ((timer->req != req) ||
+        (timer->buffer != req->send.state.dt_iter.type.contig.buffer) ||
+        (timer->length != req->send.state.dt_iter.length)) {
+        return;
+    }
+
+    timer->req = NULL;
+    if (status != UCS_OK) {
+        return;
+    }
+
+    seconds = ucs_time_to_sec(ucs_get_time() - timer->start) *
+              ucp_sppln_zcopy_scale;
+    ucs_trace_req("rndv/sppln req %p: a registered %zu-byte buffer went "
+                  "zero-copy in %.1f us",
+                  req, timer->length, seconds * 1e6);
+    ucp_sppln_cached_zcopy_timed(&sw->staged, timer->length, seconds);
+    ++sw->stats.zcopy_timed;
 }
 
 /* Complete the request once the transfer ended, is in no queue and not in
@@ -124,7 +187,7 @@ static void ucp_sppln_send_try_complete(ucp_request_t *req)
     ucp_trace_req(req, "rndv/sppln send done: %s", ucs_status_string(status));
     if ((status == UCS_OK) && xfer->send.cached_check &&
         (xfer->send.rtr_time != 0)) {
-        ucp_sppln_send_check_cached(req, xfer->send.rtr_time);
+        ucp_sppln_send_check_cached(req, xfer);
     }
     uct_worker_progress_unregister_safe(worker->uct, &xfer->send.copy_cb_id);
     uct_worker_progress_unregister_safe(worker->uct, &xfer->send.idle_cb_id);
@@ -808,6 +871,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
         return status;
     }
 
+    ucp_sppln_xfer_started(sw);
     busy = sw->groups_used[UCP_SPPLN_SIDE_SEND] >= sw->max_groups;
     path = ucp_sppln_choose(worker->context, &sw->staged, &spriv->lmodel,
                             req->send.state.dt_iter.type.contig.buffer, length,
@@ -825,6 +889,9 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
             ucs_info("rndv/sppln req %p: %zu bytes path zcopy%s%s", req, length,
                      eager ? ", eager" : "",
                      busy ? ", every send staging group busy" : "");
+            if (check && !eager) {
+                ucp_sppln_zcopy_timer_start(sw, req);
+            }
             ucp_proto_request_select_proto(req,
                                            eager ? &spriv->eager : &spriv->ucx,
                                            length);
@@ -860,6 +927,7 @@ ucp_sppln_send_request_init(ucp_request_t *req, int *handed_over)
     xfer->send.idle_cb_id   = UCS_CALLBACKQ_ID_NULL;
     xfer->send.copy_engine  = ucp_sppln_copy_engine(sw, &spriv->lmodel);
     xfer->send.cached_check = check;
+    xfer->send.start_time   = check ? ucs_get_time() : 0;
     /* a registered buffer the model stages keeps the lane's sub-blocks (a
      * forced path cannot tell a buffer sent again from a first send) */
     xfer->send.sub_size = check ? spriv->lmodel.sub_size :
@@ -983,6 +1051,9 @@ int ucp_proto_sppln_ats(ucp_worker_h worker, const ucp_reply_hdr_t *rephdr)
 
     UCP_SEND_REQUEST_GET_BY_ID(&req, worker, rephdr->req_id, 0, return 0,
                                "ATS %p", rephdr);
+    if (worker->sppln != NULL) {
+        ucp_sppln_zcopy_timer_ats(worker->sppln, req, rephdr->status);
+    }
     if (!ucp_sppln_send_is_ours(req) ||
         !(req->flags & UCP_REQUEST_FLAG_PROTO_INITIALIZED) ||
         (req->send.rndv.sppln_xfer == NULL)) {

@@ -3285,6 +3285,29 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_backs_off, 120)
     sppln_run(sppln_eager_rank, &arg.super);
 }
 
+/*
+ * A size class that stays staged still sends one registered message in 64
+ * zero-copy, timed, so that the staged ones are checked against zero-copy
+ * as it is now: of 65 registered sends of a buffer the model stages, the
+ * 64th goes zero-copy (counted as a hundred times its time: the staged
+ * ones after it still win).
+ */
+TH_TEST_TIMEOUT(sppln, staged_registered_buffer_times_zcopy_now_and_then, 120)
+{
+    sppln_eager_arg_t arg = {{"auto", "hcr", 0, 0,
+                              SPPLN_MODEL_SLOW_LARGE_ZCOPY},
+                             8 * SPPLN_MB,
+                             0,
+                             64,
+                             0,
+                             66,
+                             1,
+                             100,
+                             1};
+
+    sppln_run(sppln_eager_rank, &arg.super);
+}
+
 /* zero-copy measured at 10 MB/s from 2 MiB on, a fifth of that at
  * 64 MiB, a staged sender a little slower at 2 MiB and faster at 64 MiB:
  * the cached staging threshold falls between, and softverbs stages a few

@@ -710,6 +710,16 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                 return UCP_SPPLN_PATH_ZCOPY;
             }
         }
+
+        /* a size class that stays staged sends one registered message in
+         * UCP_SPPLN_CACHED_BACKOFF zero-copy, timed: each staged one is
+         * checked against zero-copy as it is now, not as it was when the
+         * size class last went zero-copy (a slow period then would keep
+         * it staged for good) */
+        if ((++staged->cached_refresh_count[ucs_ilog2(length)] %
+             UCP_SPPLN_CACHED_BACKOFF) == 0) {
+            return UCP_SPPLN_PATH_ZCOPY;
+        }
     }
 
     /* every staging group is in use: a staged message would start only

@@ -141,6 +141,9 @@ typedef struct {
      * from the request's start to its completion (0: none) */
     double zcopy_byte_time[UCP_SPPLN_SIZE_CLASSES][UCP_SPPLN_ZCOPY_SAMPLES];
     uint8_t zcopy_next[UCP_SPPLN_SIZE_CLASSES];
+    /* registered messages the checks would stage (one in
+     * UCP_SPPLN_CACHED_BACKOFF goes zero-copy, timed) */
+    uint8_t cached_refresh_count[UCP_SPPLN_SIZE_CLASSES];
 } ucp_sppln_staged_table_t;
 
 

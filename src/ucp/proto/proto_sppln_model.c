@@ -756,24 +756,6 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
                                             UCP_SPPLN_PATH_BCOPY;
 }
 
-/*
- * The model stages a registered buffer from the size where a staged sender
- * measured faster than zero-copy between buffers the caches cannot hold.
- * Its copies, three per byte against zero-copy's one, are what a host's
- * other load slows first: on the virtual machine of the bench, for minutes
- * at a time, a reused 16 MiB staged took 3.5-8.9 ms where zero-copy kept
- * its 2.6-2.9 (1.7-2.2 for staging otherwise). Each staged message of a
- * registered buffer is checked against zero-copy's time, and a size class
- * whose message lost by more than the model's error
- * (UCP_SPPLN_CACHED_LOSS) goes zero-copy for a while; then staging is
- * tried again.
- *
- * Zero-copy's time is the faster of the last zero-copy sends of its size
- * class the sender timed (ucp_sppln_cached_zcopy_timed()), each one alone
- * in flight, from its start to its completion as the staged one is; where
- * none was, the model's.
- */
-
 /* Seconds per byte of the faster of the timed zero-copy sends of a size
  * class; 0 where none was timed */
 static double ucp_sppln_cached_zcopy_byte_time(ucp_sppln_staged_table_t *staged,
@@ -807,6 +789,23 @@ void ucp_sppln_cached_zcopy_timed(ucp_sppln_staged_table_t *staged,
     *next = (*next + 1) % UCP_SPPLN_ZCOPY_SAMPLES;
 }
 
+/*
+ * The model stages a registered buffer from the size where a staged sender
+ * measured faster than zero-copy between buffers the caches cannot hold.
+ * Its copies, three per byte against zero-copy's one, are what a host's
+ * other load slows first: on the virtual machine of the bench, for minutes
+ * at a time, a reused 16 MiB staged took 3.5-8.9 ms where zero-copy kept
+ * its 2.6-2.9 (1.7-2.2 for staging otherwise). Each staged message of a
+ * registered buffer is checked against zero-copy's time, and a size class
+ * whose message lost by more than the model's error
+ * (UCP_SPPLN_CACHED_LOSS) goes zero-copy for a while; then staging is
+ * tried again.
+ *
+ * Zero-copy's time is the faster of the last zero-copy sends of its size
+ * class the sender timed (ucp_sppln_cached_zcopy_timed()), each one alone
+ * in flight, from its start to its completion as the staged one is; where
+ * none was, the model's.
+ */
 int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
                                   const ucp_sppln_lane_model_t *lmodel,
                                   size_t length, double since_start,

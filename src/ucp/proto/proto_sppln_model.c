@@ -641,12 +641,9 @@ ucp_sppln_cached_checked(const ucp_sppln_lane_model_t *lmodel, size_t length)
             (lmodel->derived.cached_staged_thresh / UCP_SPPLN_CACHED_EXPLORE));
 }
 
-static int ucp_sppln_cached_explore(ucp_sppln_staged_table_t *staged,
-                                    const ucp_sppln_lane_model_t *lmodel,
-                                    size_t length)
+static int
+ucp_sppln_cached_explore(ucp_sppln_staged_table_t *staged, unsigned size_class)
 {
-    unsigned size_class = ucs_ilog2(length);
-
     if (staged->cached_staged_left[size_class] > 0) {
         --staged->cached_staged_left[size_class];
         return 1;
@@ -695,16 +692,16 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
             !ucp_sppln_cached_checked(lmodel, length)) {
             return UCP_SPPLN_PATH_ZCOPY;
         }
-        *check_p = 1;
+        *check_p   = 1;
+        size_class = ucs_ilog2(length);
 
         if (length < lmodel->derived.cached_staged_thresh) {
-            if (!ucp_sppln_cached_explore(staged, lmodel, length)) {
+            if (!ucp_sppln_cached_explore(staged, size_class)) {
                 return UCP_SPPLN_PATH_ZCOPY;
             }
         } else {
             /* the model's advantage of staging did not hold for a message
              * of this size lately (ucp_sppln_cached_staged_check()) */
-            size_class = ucs_ilog2(length);
             if (staged->cached_zcopy_left[size_class] > 0) {
                 --staged->cached_zcopy_left[size_class];
                 return UCP_SPPLN_PATH_ZCOPY;
@@ -716,7 +713,7 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
          * checked against zero-copy as it is now, not as it was when the
          * size class last went zero-copy (a slow period then would keep
          * it staged for good) */
-        if ((++staged->cached_refresh_count[ucs_ilog2(length)] %
+        if ((++staged->cached_refresh_count[size_class] %
              UCP_SPPLN_CACHED_BACKOFF) == 0) {
             return UCP_SPPLN_PATH_ZCOPY;
         }

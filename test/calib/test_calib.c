@@ -167,6 +167,37 @@ TH_TEST(calib, fill_uffd_min_matches_model)
     TH_ASSERT_EQ(d.fill_uffd_min, UCS_CALIB_SIZE_INF);
 }
 
+/* A staged receiver's copy into new pages is the cheaper of its two fills,
+ * whatever a page fault costs; a model without fill costs falls back to a
+ * copy that faults each page in */
+TH_TEST(calib, fresh_recv_time_is_the_cheaper_fill)
+{
+    const size_t size = 1024 * 1024;
+    ucs_calib_model_t m;
+    double t;
+
+    calib_fill_model(&m, 3e9);
+    m.copy_fault = ucs_linear_func_make(0, 3.1e-9); /* 12.7 us a page */
+
+    /* populate 1 us + 0.25 ns/B and a copy 0.05 ns/B, against userfaultfd
+     * 5 us + 0.21 ns/B: userfaultfd from 44 KB */
+    t = ucs_calib_fresh_recv_time(&m, size);
+    th_log("%zu bytes: %.1f us", size, t * 1e6);
+    TH_ASSERT(calib_close(t, 5e-6 + (0.21e-9 * size), 1e-6));
+    t = ucs_calib_fresh_recv_time(&m, 16384);
+    TH_ASSERT(calib_close(t, 1e-6 + (0.30e-9 * 16384), 1e-6));
+
+    /* a dear first write into faulted-in pages: userfaultfd at any size */
+    m.fill_copy = ucs_linear_func_make(0, 1.1e-9);
+    t           = ucs_calib_fresh_recv_time(&m, 16384);
+    TH_ASSERT(calib_close(t, 5e-6 + (0.21e-9 * 16384), 1e-6));
+
+    /* no fill costs: the copy with its page faults */
+    m.fill_uffd = ucs_linear_func_make(0, 0);
+    t           = ucs_calib_fresh_recv_time(&m, size);
+    TH_ASSERT(calib_close(t, (0.05e-9 + 3.1e-9) * size, 1e-6));
+}
+
 /* A copy into pages the kernel has just faulted in that costs more than
  * into resident ones (fill_copy: a VM that shadows the guest's page
  * tables traps the first write to each page from user mode) moves the

@@ -451,7 +451,8 @@ ucp_sppln_sub_min(const ucp_sppln_config_t *config, size_t max_sub)
  * sub-block into them as it lands, at the cost of faulting them in, and
  * its copy of the last one comes after everything else. Each sub-block
  * costs a gap. Their sum, (length / sub) * gap + sub * t_fresh (t_fresh
- * the time per byte of a copy into untouched pages), is least at
+ * the time per byte of its copy into untouched pages, the way it fills
+ * them: ucs_calib_fresh_recv_time()), is least at
  *   sub = sqrt(length * gap / t_fresh),
  * here taken to the nearest power of two, and no larger than the lane's
  * sub-block (a buffer sent again keeps that: its receiver's pages are
@@ -466,7 +467,12 @@ ucp_sppln_sub_min(const ucp_sppln_config_t *config, size_t max_sub)
  * against 340 ps on the wire): 32 KiB for 256 KiB and 64 KiB for 1 MiB,
  * against 128 KiB; forced first sends of 64 KiB and 256 KiB took 16% less
  * by one staged copy (bcopy), and 3-4% less by the superpipeline, up to
- * 1 MiB (medians of 5 interleaved runs), the same from 4 MiB on.
+ * 1 MiB (medians of 5 interleaved runs), the same from 4 MiB on. (t_fresh
+ * was once a copy that takes a page fault per page, which the receiver
+ * does not do by default: on a host whose page faults turned ten times
+ * slower, 3.1 ns per byte, while userfaultfd's fill stayed at 0.19, that
+ * made the wire look the faster, and a first 1 MiB at 25 Gb/s went in
+ * two 512 KiB puts, the second one's fill after the wire.)
  */
 size_t ucp_sppln_first_send_sub(const ucp_sppln_config_t *config,
                                 const ucp_sppln_lane_model_t *lmodel,
@@ -477,12 +483,11 @@ size_t ucp_sppln_first_send_sub(const ucp_sppln_config_t *config,
     size_t sub;
 
     if ((config->sub_size != UCS_MEMUNITS_AUTO) || !lmodel->have_model ||
-        (model->net_gap <= 0)) {
+        (model->net_gap <= 0) || (length == 0)) {
         return lmodel->sub_size;
     }
 
-    t_fresh = (1.0 / ucs_calib_copy_bw(model, lmodel->sub_size)) +
-              ucs_max(model->copy_fault.m, 0.0);
+    t_fresh = ucs_calib_fresh_recv_time(model, length) / length;
     if ((1.0 / t_fresh) <= model->net_bw) {
         return lmodel->sub_size;
     }

@@ -354,6 +354,16 @@ int ucs_calib_fill_measured(const ucs_calib_model_t *model);
 
 
 /*
+ * Time for a staged receiver to copy @a size bytes out of its staging into
+ * a buffer nobody touched yet: the cheaper of its two ways to fill the
+ * pages (fill_uffd, or fill_populate and the copy into the pages), or,
+ * where the model has no fill costs, a copy that faults the pages in
+ * (copy_fault). The copy is included.
+ */
+double ucs_calib_fresh_recv_time(const ucs_calib_model_t *model, size_t size);
+
+
+/*
  * Bytes at the start of an untouched receive buffer of @a size bytes that
  * its receiver faults in ahead of the data, the rest being filled by
  * userfaultfd as it lands: what it can fault in while it waits for the

@@ -397,6 +397,16 @@ ucs_calib_fill_populate_time(const ucs_calib_model_t *model, size_t size)
            ucs_calib_fill_copy_time(model, size);
 }
 
+double ucs_calib_fresh_recv_time(const ucs_calib_model_t *model, size_t size)
+{
+    if (!ucs_calib_fill_measured(model)) {
+        return ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_NONRESIDENT);
+    }
+
+    return ucs_min(ucs_linear_func_apply(model->fill_uffd, size),
+                   ucs_calib_fill_populate_time(model, size));
+}
+
 /* an untouched receive buffer filled by userfaultfd, against faulting its
  * pages in and copying into them */
 static int ucs_calib_fill_uffd_wins(const ucs_calib_model_t *model,
@@ -429,8 +439,7 @@ ucs_calib_first_recv_zcopy_extra(const ucs_calib_model_t *model, size_t size)
         return 0;
     }
 
-    staged = ucs_min(ucs_linear_func_apply(model->fill_uffd, size),
-                     ucs_calib_fill_populate_time(model, size)) -
+    staged = ucs_calib_fresh_recv_time(model, size) -
              ucs_calib_copy_time(model, size, UCS_CALIB_PAGES_RESIDENT);
     return ucs_calib_reg_time(model, size, UCS_CALIB_PAGES_NONRESIDENT) -
            ucs_max(staged, 0.0);

@@ -28,7 +28,9 @@
 # (size / link bandwidth + latency, as the calibration measured under that
 # link), the receiver's first touch of its pages (faulting in a fresh
 # buffer of the message's size on the receiving rank's core, which every
-# receive into it pays at least: bench/first-touch.c, the cheaper of
+# receive into it pays at least: bench/first-touch.c, the fastest of 9
+# fresh mappings, as a floor should be (on a VM the same fill takes one of
+# two times, ten times apart), and the cheaper of
 # populating the pages and filling them by userfaultfd, between which
 # rndv/sppln's receiver splits them by default (UCX_RNDV_SPPLN_FRESH_COPY=
 # uffd; the second time includes the copy into the pages), or its whole

@@ -65,6 +65,11 @@ print("# NAS IS-like exchange (%s), fresh buffers every iteration; medians "
                           ("softverbs link model %s Gb/s + %s us" %
                            (link, os.environ.get("SOFTVERBS_LINK_LAT_US", "0")))
                           if link else "softverbs' default link"))
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), "unknown CPU")
+print("# %s, %d cores (%s)" %
+      (os.popen("date -u '+%Y-%m-%d %H:%M UTC'").read().strip(),
+       os.cpu_count(), cpu))
 print("%-13s %9s %14s %15s %14s" % ("config", "total s", "per iter ms",
                                      "exchange ms", "MiB each way"))
 for n in names:

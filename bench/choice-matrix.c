@@ -37,10 +37,18 @@
  *           three to six sends, then 110; not investigated further), which
  *           moved a median of 9 by tens of percent from one process to the
  *           next: the steady state is timed from the ninth send.
+ * How many: n messages a cell, or CM_CHEAP_MSGS (default n) in the cells
+ * whose messages are cheap, the reused ones and the fresh ones up to
+ * CM_CHEAP_FRESH_MAX (0.02-14 ms and 0.05-4 ms a message, against 30-55 ms
+ * for a fresh 16 MiB through the registering columns). One message of a
+ * cell ranges over 1.5-2x the cell's median on this host (reused 4 MiB at
+ * softverbs' default link, in six rounds: 251-645 us, the rounds' medians of
+ * 9 messages 271-392 us), so a median of 9 moved a column by more than the
+ * 5% the matrix judges.
  * Prints per size and column: size column fresh_us reused_us fresh_path
- * reused_path (medians of n messages), where a path is the one rndv/sppln
- * took for those messages on the sender (bcopy, sppln, zcopy or mixed), or
- * "ucx" where UCX's own protocols took them.
+ * reused_path (medians of the cell's messages), where a path is the one
+ * rndv/sppln took for those messages on the sender (bcopy, sppln, zcopy or
+ * mixed), or "ucx" where UCX's own protocols took them.
  *
  *   choice-matrix [-n messages] [-s size]...
  */
@@ -51,6 +59,8 @@
 #define CM_MAX_MSGS 256
 /* untimed sends of a reused buffer: see "reused" above */
 #define CM_REUSED_WARMUP 8
+/* the largest fresh message that takes CM_CHEAP_MSGS messages */
+#define CM_CHEAP_FRESH_MAX (1024 * 1024)
 
 /* Path counters of a worker, as src/ucp/proto/proto_sppln_staging.h lays
  * them out (bench programs build against the installed API headers only);
@@ -242,9 +252,10 @@ static void cm_order(int i, unsigned *order)
     }
 }
 
-static void cm_run(int sender, size_t size, int n)
+static void cm_run(int sender, size_t size, int n, int n_cheap)
 {
     unsigned order[sizeof(cm_columns) / sizeof(cm_columns[0])], k;
+    int n_fresh = (size <= CM_CHEAP_FRESH_MAX) ? n_cheap : n;
     cm_column_t *col;
     void *buf;
     int i;
@@ -252,7 +263,7 @@ static void cm_run(int sender, size_t size, int n)
     for (k = 0; k < cm_num_columns; ++k) {
         cm_sent(&cm_columns[k], cm_columns[k].before);
     }
-    for (i = 0; i < n; ++i) {
+    for (i = 0; i < n_fresh; ++i) {
         cm_order(i, order);
         for (k = 0; k < cm_num_columns; ++k) {
             col = &cm_columns[order[k]];
@@ -266,7 +277,7 @@ static void cm_run(int sender, size_t size, int n)
     }
     for (k = 0; k < cm_num_columns; ++k) {
         col             = &cm_columns[k];
-        col->fresh_path = cm_path(col, n);
+        col->fresh_path = cm_path(col, n_fresh);
         col->reused     = map(size);
         memset(col->reused, 1, size);
         /* untimed: staged, registered, then the transient */
@@ -275,8 +286,8 @@ static void cm_run(int sender, size_t size, int n)
         }
         cm_sent(col, col->before);
     }
-    for (i = 0; i < n; ++i) {
-        cm_order(n + i, order);
+    for (i = 0; i < n_cheap; ++i) {
+        cm_order(n_fresh + i, order);
         for (k = 0; k < cm_num_columns; ++k) {
             col               = &cm_columns[order[k]];
             col->reused_us[i] = cm_one(sender, col, col->reused, size) * 1e6;
@@ -287,8 +298,9 @@ static void cm_run(int sender, size_t size, int n)
         munmap(col->reused, size);
         if (sender) {
             printf("%zu %s %.2f %.2f %s %s\n", size, col->name,
-                   median(col->fresh_us, n), median(col->reused_us, n),
-                   col->fresh_path, cm_path(col, n));
+                   median(col->fresh_us, n_fresh),
+                   median(col->reused_us, n_cheap), col->fresh_path,
+                   cm_path(col, n_cheap));
         }
     }
     fflush(stdout);
@@ -297,14 +309,23 @@ static void cm_run(int sender, size_t size, int n)
 int main(int argc, char **argv)
 {
     size_t sizes[64];
-    int n_sizes, n = 9, unused = 0, c = 0, i, sender, sock;
+    int n_sizes, n = 9, unused = 0, c = 0, i, sender, sock, n_cheap;
+    const char *cheap;
     unsigned k;
     pid_t pid;
 
     n_sizes = first_use_options(argc, argv, sizes, 64, &n, &unused);
     cm_select_columns();
+    cheap   = getenv("CM_CHEAP_MSGS");
+    n_cheap = (cheap != NULL) ? atoi(cheap) : n;
     if (n > CM_MAX_MSGS) {
         n = CM_MAX_MSGS;
+    }
+    if (n_cheap > CM_MAX_MSGS) {
+        n_cheap = CM_MAX_MSGS;
+    } else if (n_cheap < 1) {
+        fprintf(stderr, "CM_CHEAP_MSGS=%s: not a number of messages\n", cheap);
+        return 1;
     }
 
     sender = pair_fork(&pid, &sock);
@@ -313,7 +334,7 @@ int main(int argc, char **argv)
         cm_one(sender, &cm_columns[k], &c, 1); /* wire-up, untimed */
     }
     for (i = 0; i < n_sizes; ++i) {
-        cm_run(sender, sizes[i], n);
+        cm_run(sender, sizes[i], n, n_cheap);
     }
     for (k = 0; k < cm_num_columns; ++k) {
         cm_one(sender, &cm_columns[k], &c, 1); /* quiesce before teardown */

@@ -19,8 +19,10 @@
 # and registers it on the second, and every column's next few sends are
 # slower than its steady state: bench/choice-matrix.c).
 # Each rank runs on a core of its own (PAIR_PIN=1). A cell's time is the
-# median over RUNS rounds (default 5) of each round's median message (of
-# CM_MSGS, default 9). Regret = auto / best of eager, bcopy, sppln, zcopy
+# median over RUNS rounds (default 5) of each round's median message: of
+# CM_MSGS (default 9) fresh messages from 4 MiB, of CM_CHEAP_MSGS (default
+# 27) in the cheaper cells, reused buffers and fresh ones up to 1 MiB, whose
+# single messages range over 1.5-2x their median here. Regret = auto / best of eager, bcopy, sppln, zcopy
 # - 1. The whole matrix is measured REPEAT times (default 2) to show how
 # much a cell's regret moves from one full run to the next.
 #
@@ -58,6 +60,7 @@ source "$(dirname "$0")/lib.sh"
 RUNS=${RUNS:-5}
 REPEAT=${REPEAT:-2}
 MSGS=${CM_MSGS:-9}
+CHEAP=${CM_CHEAP_MSGS:-$((3 * MSGS))}
 LAT=${CM_LINK_LAT_US:-1}
 bench_prepare
 bench_cc_ucp "$tmp/cm" "$bench_top/bench/choice-matrix.c"
@@ -115,7 +118,7 @@ for rep in $(seq "$REPEAT"); do
                 for c in $(printf '%s\n' $cols | shuf); do
                     # shellcheck disable=SC2046,SC2086
                     env $base $(link_env "$l") $(reg_env "$g") CM_COLUMNS=$c \
-                        timeout 300 "$tmp/cm" -n "$MSGS" \
+                        CM_CHEAP_MSGS=$CHEAP timeout 300 "$tmp/cm" -n "$MSGS" \
                         >> "$tmp/$rep.$r.$l.$g" ||
                         { echo "$c at link $l, reg $g, run $r failed" >&2;
                           exit 1; }
@@ -140,12 +143,14 @@ done
 elapsed=$(( $(date +%s) - start ))
 
 python3 - "$tmp" "$RUNS" "$REPEAT" "$elapsed" "$MSGS" "$LAT" "$links" "$regs" \
+    "$CHEAP" \
     > "$out/choice-matrix.txt" <<'PY'
 import math, os, statistics, sys
 tmp, runs, repeat, elapsed, msgs, lat = sys.argv[1:7]
 runs, repeat = int(runs), int(repeat)
 links = sys.argv[7].split()
 regs = sys.argv[8].split()
+cheap = sys.argv[9]
 cols = ["auto", "eager", "bcopy", "sppln", "zcopy", "rcv"]
 forced = ["eager", "bcopy", "sppln", "zcopy"]
 bufs = ["fresh", "reused"]
@@ -270,8 +275,9 @@ regret = {}
 print("# Regret matrix: hcr's automatic choice against each forced path, "
       "on softverbs")
 print("# times in us per message (with its 1-byte answer), medians of %d "
-      "rounds of %s messages; %d full runs; links modelled with %s us "
-      "one way; measured in %d s" % (runs, msgs, repeat, lat, int(elapsed)))
+      "rounds of %s messages (fresh from 4M) or %s (the others); %d full "
+      "runs; links modelled with %s us one way; measured in %d s" %
+      (runs, msgs, cheap, repeat, lat, int(elapsed)))
 print("# %s, %d cores (%s), load average at the end %s" %
       (os.popen("date -u '+%Y-%m-%d %H:%M UTC'").read().strip(),
        os.cpu_count(), cpu, open("/proc/loadavg").read().split()[0]))

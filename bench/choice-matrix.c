@@ -311,21 +311,27 @@ int main(int argc, char **argv)
     size_t sizes[64];
     int n_sizes, n = 9, unused = 0, c = 0, i, sender, sock, n_cheap;
     const char *cheap;
+    char *end;
     unsigned k;
     pid_t pid;
 
     n_sizes = first_use_options(argc, argv, sizes, 64, &n, &unused);
     cm_select_columns();
     cheap   = getenv("CM_CHEAP_MSGS");
-    n_cheap = (cheap != NULL) ? atoi(cheap) : n;
+    n_cheap = n;
+    if (cheap != NULL) {
+        n_cheap = (int)strtol(cheap, &end, 10);
+        if ((end == cheap) || (*end != '\0') || (n_cheap < 1)) {
+            fprintf(stderr, "CM_CHEAP_MSGS=%s: not a number of messages\n",
+                    cheap);
+            return 1;
+        }
+    }
     if (n > CM_MAX_MSGS) {
         n = CM_MAX_MSGS;
     }
     if (n_cheap > CM_MAX_MSGS) {
         n_cheap = CM_MAX_MSGS;
-    } else if (n_cheap < 1) {
-        fprintf(stderr, "CM_CHEAP_MSGS=%s: not a number of messages\n", cheap);
-        return 1;
     }
 
     sender = pair_fork(&pid, &sock);

@@ -22,8 +22,8 @@
 # median over RUNS rounds (default 5) of each round's median message: of
 # CM_MSGS (default 9) fresh messages from 4 MiB, of CM_CHEAP_MSGS (default
 # 27) in the cheaper cells, reused buffers and fresh ones up to 1 MiB, whose
-# single messages range over 1.5-2x their median here. Regret = auto / best of eager, bcopy, sppln, zcopy
-# - 1. The whole matrix is measured REPEAT times (default 2) to show how
+# single messages range over 1.5-2x their median here. Regret = auto / best
+# of eager, bcopy, sppln, zcopy - 1. The whole matrix is measured REPEAT times (default 2) to show how
 # much a cell's regret moves from one full run to the next.
 #
 # The bound of a first send (fresh buffers): the slowest of the wire time

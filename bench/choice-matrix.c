@@ -23,8 +23,10 @@
  * byte once it has it; its time is the sender's. For each size:
  *  fresh  - both buffers mapped for this message (never registered, never
  *           touched by the receiver; the sender wrote its data);
- *  reused - one pair of buffers per column, sent CM_REUSED_WARMUP times
- *           untimed first: rndv/sppln stages a buffer it has not seen and
+ *  reused - one pair of buffers per column, sent untimed first, at least
+ *           CM_REUSED_WARMUP times and for CM_REUSED_WARM_MS (default
+ *           CM_REUSED_WARM_MS_DEFAULT) milliseconds: rndv/sppln stages a
+ *           buffer it has not seen and
  *           registers it when it comes again (its table of buffers staged
  *           once), so an application's reused buffer pays its registration
  *           on its second send, where UCX's rendezvous pays it on the
@@ -37,6 +39,19 @@
  *           three to six sends, then 110; not investigated further), which
  *           moved a median of 9 by tens of percent from one process to the
  *           next: the steady state is timed from the ninth send.
+ *           Nine sends were not enough after staged ones. A process pair
+ *           whose fresh messages had been staged sent its reused 256 KiB
+ *           by UCX's rendezvous in 46-53 us for its first hundred or so
+ *           sends, one whose fresh ones had all gone zero-copy in 35-38,
+ *           forced zero-copy in both (the sender's path set per phase;
+ *           medians of 8 interleaved pairs each, default link); after
+ *           100 untimed sends the two read 32 and 36 us, after 600 29 and
+ *           29. That is the guest, not the choice: this one runs under
+ *           PVM, whose shadow page tables make a page fault cost 11-13 us,
+ *           and the kernel's copy alone (process_vm_readv of 256 KiB,
+ *           bench-free) took 12.5-15 us with no such transient. So the
+ *           warm-up runs for a time, which ends the transient of every
+ *           column alike; CM_REUSED_WARM_MS=0 gives the nine sends alone.
  * How many: n messages a cell, or CM_CHEAP_MSGS (default n) in the cells
  * whose messages are cheap, the reused ones and the fresh ones up to
  * CM_CHEAP_FRESH_MAX (0.02-14 ms and 0.05-4 ms a message, against 30-55 ms
@@ -54,11 +69,14 @@
  */
 #include "ucp_pair.h"
 
+#include <errno.h>
 #include <stdint.h>
 
 #define CM_MAX_MSGS 256
-/* untimed sends of a reused buffer: see "reused" above */
-#define CM_REUSED_WARMUP 8
+/* untimed sends of a reused buffer, at least, and for at least so long by
+ * default: see "reused" above */
+#define CM_REUSED_WARMUP          8
+#define CM_REUSED_WARM_MS_DEFAULT 20
 /* the largest fresh message that takes CM_CHEAP_MSGS messages */
 #define CM_CHEAP_FRESH_MAX (1024 * 1024)
 
@@ -204,24 +222,49 @@ static const char *cm_path(const cm_column_t *col, int n)
                                                         cm_path_names[taken];
 }
 
-/* one message and its 1-byte answer on a column; returns seconds */
-static double cm_one(int sender, cm_column_t *col, void *buf, size_t size)
+/* one message and its 1-byte answer on a column, which carries *answer
+ * from the receiver to the sender; returns seconds */
+static double cm_one_answer(int sender, cm_column_t *col, void *buf,
+                            size_t size, char *answer)
 {
     ucp_request_param_t param = {0};
-    char ack                  = 0;
     double t0                 = now();
 
     if (sender) {
         wait_req_on(col->worker,
                     ucp_tag_send_nbx(col->ep, buf, size, 1, &param));
-        wait_req_on(col->worker, ucp_tag_recv_nbx(col->worker, &ack, 1, 2,
+        wait_req_on(col->worker, ucp_tag_recv_nbx(col->worker, answer, 1, 2,
                                                   (ucp_tag_t)-1, &param));
     } else {
         wait_req_on(col->worker, ucp_tag_recv_nbx(col->worker, buf, size, 1,
                                                   (ucp_tag_t)-1, &param));
-        wait_req_on(col->worker, ucp_tag_send_nbx(col->ep, &ack, 1, 2, &param));
+        wait_req_on(col->worker,
+                    ucp_tag_send_nbx(col->ep, answer, 1, 2, &param));
     }
     return now() - t0;
+}
+
+static double cm_one(int sender, cm_column_t *col, void *buf, size_t size)
+{
+    char answer = 0;
+
+    return cm_one_answer(sender, col, buf, size, &answer);
+}
+
+/* The untimed sends of a column's reused buffer: the receiver counts the
+ * time, and its answer to each says whether that was the last */
+static void
+cm_warm_reused(int sender, cm_column_t *col, size_t size, double warm_sec)
+{
+    double t0 = now();
+    char last = 0;
+    int i;
+
+    for (i = 0; !last; ++i) {
+        last = !sender && (i + 1 >= CM_REUSED_WARMUP) &&
+               (now() - t0 >= warm_sec);
+        cm_one_answer(sender, col, col->reused, size, &last);
+    }
 }
 
 /* The order of the columns for message i, both ranks alike: row i of a
@@ -252,7 +295,7 @@ static void cm_order(int i, unsigned *order)
     }
 }
 
-static void cm_run(int sender, size_t size, int n, int n_cheap)
+static void cm_run(int sender, size_t size, int n, int n_cheap, double warm_sec)
 {
     unsigned order[sizeof(cm_columns) / sizeof(cm_columns[0])], k;
     int n_fresh = (size <= CM_CHEAP_FRESH_MAX) ? n_cheap : n;
@@ -281,9 +324,7 @@ static void cm_run(int sender, size_t size, int n, int n_cheap)
         col->reused     = map(size);
         memset(col->reused, 1, size);
         /* untimed: staged, registered, then the transient */
-        for (i = 0; i < CM_REUSED_WARMUP; ++i) {
-            cm_one(sender, col, col->reused, size);
-        }
+        cm_warm_reused(sender, col, size, warm_sec);
         cm_sent(col, col->before);
     }
     for (i = 0; i < n_cheap; ++i) {
@@ -306,26 +347,43 @@ static void cm_run(int sender, size_t size, int n, int n_cheap)
     fflush(stdout);
 }
 
+/* *value_p: the whole number in the environment variable @a name, at
+ * least @a min, or @a dflt where it is not set; -1 (and a message naming
+ * @a what it must be) where it is not such a number */
+static int cm_env_long(const char *name, long dflt, long min, const char *what,
+                       long *value_p)
+{
+    const char *str = getenv(name);
+    char *end;
+
+    if (str == NULL) {
+        *value_p = dflt;
+        return 0;
+    }
+    errno    = 0;
+    *value_p = strtol(str, &end, 10);
+    if ((end == str) || (*end != '\0') || (errno != 0) || (*value_p < min)) {
+        fprintf(stderr, "%s=%s: not %s\n", name, str, what);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     size_t sizes[64];
-    int n_sizes, n = 9, unused = 0, c = 0, i, sender, sock, n_cheap;
-    const char *cheap;
-    char *end;
+    int n_sizes, n = 9, unused = 0, c = 0, i, sender, sock;
+    long n_cheap, warm_ms;
     unsigned k;
     pid_t pid;
 
     n_sizes = first_use_options(argc, argv, sizes, 64, &n, &unused);
     cm_select_columns();
-    cheap   = getenv("CM_CHEAP_MSGS");
-    n_cheap = n;
-    if (cheap != NULL) {
-        n_cheap = (int)strtol(cheap, &end, 10);
-        if ((end == cheap) || (*end != '\0') || (n_cheap < 1)) {
-            fprintf(stderr, "CM_CHEAP_MSGS=%s: not a number of messages\n",
-                    cheap);
-            return 1;
-        }
+    if ((cm_env_long("CM_CHEAP_MSGS", n, 1, "a number of messages", &n_cheap) !=
+         0) ||
+        (cm_env_long("CM_REUSED_WARM_MS", CM_REUSED_WARM_MS_DEFAULT, 0,
+                     "a number of milliseconds", &warm_ms) != 0)) {
+        return 1;
     }
     if (n > CM_MAX_MSGS) {
         n = CM_MAX_MSGS;
@@ -340,7 +398,7 @@ int main(int argc, char **argv)
         cm_one(sender, &cm_columns[k], &c, 1); /* wire-up, untimed */
     }
     for (i = 0; i < n_sizes; ++i) {
-        cm_run(sender, sizes[i], n, n_cheap);
+        cm_run(sender, sizes[i], n, (int)n_cheap, warm_ms / 1e3);
     }
     for (k = 0; k < cm_num_columns; ++k) {
         cm_one(sender, &cm_columns[k], &c, 1); /* quiesce before teardown */

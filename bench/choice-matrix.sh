@@ -14,10 +14,12 @@
 #   zcopy  rndv/sppln forced to hand every message to UCX's own choice
 #          (its rendezvous zero-copy, with the registration cache)
 #   rcv    rc_verbs with UCX's registration cache, the reference
-# Fresh buffers are mapped for each message; reused ones are timed from
-# their ninth send on (the automatic choice stages a buffer's first send
-# and registers it on the second, and every column's next few sends are
-# slower than its steady state: bench/choice-matrix.c).
+# Fresh buffers are mapped for each message; reused ones are timed after
+# at least eight untimed sends that last CM_REUSED_WARM_MS (default 20) ms
+# (the automatic choice stages a buffer's first send and registers it on
+# the second, and every column's next sends are slower than its steady
+# state, after staged fresh messages for a hundred or so: see
+# bench/choice-matrix.c).
 # Each rank runs on a core of its own (PAIR_PIN=1). A cell's time is the
 # median over RUNS rounds (default 5) of each round's median message: of
 # CM_MSGS (default 9) fresh messages from 4 MiB, of CM_CHEAP_MSGS (default
@@ -61,6 +63,7 @@ RUNS=${RUNS:-5}
 REPEAT=${REPEAT:-2}
 MSGS=${CM_MSGS:-9}
 CHEAP=${CM_CHEAP_MSGS:-$((3 * MSGS))}
+WARM_MS=${CM_REUSED_WARM_MS:-20}
 LAT=${CM_LINK_LAT_US:-1}
 bench_prepare
 bench_cc_ucp "$tmp/cm" "$bench_top/bench/choice-matrix.c"
@@ -118,7 +121,8 @@ for rep in $(seq "$REPEAT"); do
                 for c in $(printf '%s\n' $cols | shuf); do
                     # shellcheck disable=SC2046,SC2086
                     env $base $(link_env "$l") $(reg_env "$g") CM_COLUMNS=$c \
-                        CM_CHEAP_MSGS=$CHEAP timeout 300 "$tmp/cm" -n "$MSGS" \
+                        CM_CHEAP_MSGS=$CHEAP CM_REUSED_WARM_MS=$WARM_MS \
+                        timeout 300 "$tmp/cm" -n "$MSGS" \
                         >> "$tmp/$rep.$r.$l.$g" ||
                         { echo "$c at link $l, reg $g, run $r failed" >&2;
                           exit 1; }
@@ -143,7 +147,7 @@ done
 elapsed=$(( $(date +%s) - start ))
 
 python3 - "$tmp" "$RUNS" "$REPEAT" "$elapsed" "$MSGS" "$LAT" "$links" "$regs" \
-    "$CHEAP" \
+    "$CHEAP" "$WARM_MS" \
     > "$out/choice-matrix.txt" <<'PY'
 import math, os, statistics, sys
 tmp, runs, repeat, elapsed, msgs, lat = sys.argv[1:7]
@@ -151,6 +155,7 @@ runs, repeat = int(runs), int(repeat)
 links = sys.argv[7].split()
 regs = sys.argv[8].split()
 cheap = sys.argv[9]
+warm_ms = sys.argv[10]
 cols = ["auto", "eager", "bcopy", "sppln", "zcopy", "rcv"]
 forced = ["eager", "bcopy", "sppln", "zcopy"]
 bufs = ["fresh", "reused"]
@@ -275,9 +280,10 @@ regret = {}
 print("# Regret matrix: hcr's automatic choice against each forced path, "
       "on softverbs")
 print("# times in us per message (with its 1-byte answer), medians of %d "
-      "rounds of %s messages (fresh from 4M) or %s (the others); %d full "
-      "runs; links modelled with %s us one way; measured in %d s" %
-      (runs, msgs, cheap, repeat, lat, int(elapsed)))
+      "rounds of %s messages (fresh from 4M) or %s (the others), reused "
+      "ones after %s ms of untimed sends; %d full runs; links modelled "
+      "with %s us one way; measured in %d s" %
+      (runs, msgs, cheap, warm_ms, repeat, lat, int(elapsed)))
 print("# %s, %d cores (%s), load average at the end %s" %
       (os.popen("date -u '+%Y-%m-%d %H:%M UTC'").read().strip(),
        os.cpu_count(), cpu, open("/proc/loadavg").read().split()[0]))

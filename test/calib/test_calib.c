@@ -644,6 +644,7 @@ TH_TEST(calib, model_file_roundtrip)
     m.copy[2].bw   = 8e9;
     m.measure_time = 0.25;
     m.net_cpu                          = 0.37;
+    m.net_frag_gap                     = 3.7e-6;
     m.num_net                          = 2;
     m.net[0].size                      = 16 << 20;
     m.net[0].bw                        = 4.5e9;
@@ -680,6 +681,7 @@ TH_TEST(calib, model_file_roundtrip)
     TH_ASSERT(calib_close(r.net_bw, m.net_bw, 1e-6));
     TH_ASSERT(calib_close(r.net_latency, m.net_latency, 1e-6));
     TH_ASSERT(calib_close(r.net_cpu, m.net_cpu, 1e-6));
+    TH_ASSERT(calib_close(r.net_frag_gap, m.net_frag_gap, 1e-6));
     TH_ASSERT_EQ(r.num_net, m.num_net);
     for (i = 0; i < m.num_net; ++i) {
         TH_ASSERT_EQ(r.net[i].size, m.net[i].size);
@@ -1065,6 +1067,36 @@ TH_TEST_TIMEOUT(calib, cache_keyed_on_cpus, 120)
            CPU_COUNT(&all));
     TH_ASSERT_DBL(atof(cpu_one), >=, 0.5);
     calib_rm_dir(dir);
+}
+
+/* A stream of fragments, each received and copied out, takes at least the
+ * wire's time per fragment: at a 10 Gb/s link model, 8 KiB take 6.55 us
+ * (the stream measured 6.56, 2026-11-28); at softverbs' default link, whose
+ * wire is a copy at 7 GB/s (1.1 us), the hosts' work takes longer (2.9) */
+TH_TEST_TIMEOUT(calib, frag_gap_follows_the_link, 120)
+{
+    double wire = UCS_CALIB_FRAG_SIZE / 1.25e9;
+    char dir[64], value[64];
+    double slow, fast;
+
+    calib_env(dir, sizeof(dir));
+    setenv("SOFTVERBS_LINK_GBPS", "10", 1);
+    setenv("SOFTVERBS_LINK_LAT_US", "1", 1);
+    calib_tool_value("net_frag_gap", value, sizeof(value));
+    slow = atof(value);
+    unsetenv("SOFTVERBS_LINK_GBPS");
+    unsetenv("SOFTVERBS_LINK_LAT_US");
+    calib_tool_value("net_frag_gap", value, sizeof(value));
+    fast = atof(value);
+    calib_rm_dir(dir);
+
+    th_log("fragment gap: %.2f us at 10 Gb/s (wire %.2f us), %.2f us at the "
+           "default link",
+           slow * 1e6, wire * 1e6, fast * 1e6);
+    TH_ASSERT_DBL(slow, >=, 0.95 * wire);
+    TH_ASSERT_DBL(slow, <, 3 * wire);
+    TH_ASSERT_DBL(fast, >, 0);
+    TH_ASSERT_DBL(fast, <, slow);
 }
 
 /* UCX_CALIB_MODE=force measures once per process, not at each md open */

@@ -1092,9 +1092,9 @@ static const char *hard_fuzz_check_model(ucs_calib_model_t *m)
     ok = hard_linear_ok(m->reg[0]) && hard_linear_ok(m->reg[1]) &&
          hard_linear_ok(m->dereg) && hard_linear_ok(m->copy_fault) &&
          hard_linear_ok(m->xfer_fault) && HARD_TIME(m->net_latency) &&
-         HARD_TIME(m->net_gap) && HARD_BW(m->net_bw) &&
-         HARD_IN(m->measure_time, 0.0, 3600.0) && (m->num_copy >= 1) &&
-         (m->num_copy <= UCS_CALIB_MAX_COPY_POINTS);
+         HARD_TIME(m->net_gap) && HARD_TIME(m->net_frag_gap) &&
+         HARD_BW(m->net_bw) && HARD_IN(m->measure_time, 0.0, 3600.0) &&
+         (m->num_copy >= 1) && (m->num_copy <= UCS_CALIB_MAX_COPY_POINTS);
     for (i = 0; ok && (i < m->num_copy); ++i) {
         ok = HARD_IN(m->copy[i].size, 1, UCS_TBYTE) && HARD_BW(m->copy[i].bw) &&
              ((i == 0) || (m->copy[i].size > m->copy[i - 1].size));

@@ -3227,6 +3227,52 @@ TH_TEST_TIMEOUT(sppln, small_registered_buffer_goes_eager, 120)
     unsetenv("UCX_RNDV_THRESH");
 }
 
+/* models whose fragments' stream is measured: on a link slower than the
+ * hosts (8 KiB on the wire at 1.25 GB/s: 6.55 us, the stream 6.6) each
+ * fragment's host work hides behind the wire; on a faster one (1.64 us) the
+ * hosts take 3.6 us a fragment, 1.96 more than the wire */
+#define SPPLN_MODEL_EAGER_WIRE_BOUND                                           \
+    SPPLN_MODEL_NET("1.25e9", "3e-6") "net_frag_gap 6.6e-6\n"
+#define SPPLN_MODEL_EAGER_HOST_BOUND                                           \
+    SPPLN_MODEL_NET("5e9", "3e-6") "net_frag_gap 3.6e-6\n"
+
+/*
+ * An eager send's fragments pipeline behind the wire: it pays what each
+ * fragment after the first costs the hosts beyond its wire time, against
+ * the rendezvous' two more latencies (4 us here). Where the wire is the
+ * slower, a registered buffer goes eagerly up to UCP_SPPLN_EAGER_MAX_FRAGS
+ * fragments (10 Gb/s on softverbs, reused 256 KiB: eager 218 us against
+ * 230 by the rendezvous), which the old rule, every fragment a message's
+ * gap in series with the wire, stopped at 16 KiB; where the hosts are,
+ * while the excess of the fragments after the first stays under the
+ * latencies (three fragments here).
+ */
+TH_TEST_TIMEOUT(sppln, registered_buffer_eager_by_fragment_gap, 120)
+{
+    sppln_eager_arg_t arg = {{"auto", "hcr", 0, 0,
+                              SPPLN_MODEL_EAGER_WIRE_BOUND},
+                             256 * 1024,
+                             1,
+                             0,
+                             0};
+
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    /* more fragments than UCP_SPPLN_EAGER_MAX_FRAGS: the rendezvous */
+    arg.size  = SPPLN_MB;
+    arg.eager = 0;
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    arg.super.model = SPPLN_MODEL_EAGER_HOST_BOUND;
+    arg.size        = 16 * 1024;
+    arg.eager       = 1;
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    arg.size  = 64 * 1024;
+    arg.eager = 0;
+    sppln_run(sppln_eager_rank, &arg.super);
+}
+
 /* the base model on a device that moves buffers from 2 MiB on at a
  * twenty-five-hundredth of its rate (8 MiB by zero-copy: 4.2 s), where a
  * staged sender keeps most of it. A staged send must never take longer:

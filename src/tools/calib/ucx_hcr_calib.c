@@ -165,8 +165,9 @@ static void print_parsable(const char *dev, const ucs_calib_model_t *m,
     for (i = 0; i < m->num_copy; ++i) {
         printf("copy_bw_%zu=%.6e\n", m->copy[i].size, m->copy[i].bw);
     }
-    printf("net_latency=%.9e\nnet_bw=%.6e\nnet_gap=%.9e\nnet_cpu=%.6f\n",
-           m->net_latency, m->net_bw, m->net_gap, m->net_cpu);
+    printf("net_latency=%.9e\nnet_bw=%.6e\nnet_gap=%.9e\nnet_frag_gap=%.9e\n"
+           "net_cpu=%.6f\n",
+           m->net_latency, m->net_bw, m->net_gap, m->net_frag_gap, m->net_cpu);
     for (i = 0; i < m->num_net; ++i) {
         printf("net_bw_%zu=%.6e\n", m->net[i].size, m->net[i].bw);
     }
@@ -271,6 +272,9 @@ static void print_human(const char *dev, const ucs_calib_model_t *m,
                m->stage[i].bw / UCS_MBYTE, "1 MiB");
     }
     printf("  %-32s %9.3f us\n", "gap between messages", m->net_gap * 1e6);
+    printf("  %-32s %9.3f us (sends of %zu bytes, received and copied "
+           "out)\n",
+           "gap between fragments", m->net_frag_gap * 1e6, UCS_CALIB_FRAG_SIZE);
     printf("  %-32s %9.0f %%\n", "poster's core taken by a transfer",
            m->net_cpu * 100);
     printf("critical sizes of a first send (a buffer not registered yet)\n");

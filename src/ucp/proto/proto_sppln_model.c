@@ -987,31 +987,58 @@ static double ucp_sppln_model_time(const ucp_sppln_lane_model_t *lmodel,
 /*
  * A registered buffer goes with no copy either way; what differs is the
  * trips. A rendezvous takes three before the receiver has the data (RTS,
- * the get's request, its data), two of them control messages; an eager
- * send takes one, in fragments that each cost a message's gap, and the
- * receiver copies them out of its bounce buffers. So eager is cheaper while
+ * the get's request, its data), two more one-way latencies than an eager
+ * send, which takes one, in fragments that the receiver copies out of its
+ * bounce buffers. Both pay the wire's time for the data. The fragments
+ * pipeline: while one is on the wire the hosts work on the one before, so
+ * eager pays what each fragment after the first costs the hosts beyond its
+ * wire time (net_frag_gap, a stream of such fragments, less the wire's
+ * share of it). So eager is cheaper while
+ *   (fragments - 1) * max(0, fragment gap - fragment / bandwidth)
+ *     < 2 * latency.
+ * The calibration's stream runs both sides in one thread and the eager
+ * protocol's own work is not in it, so on softverbs it counts 55-70% of
+ * what a fragment costs beyond the wire in UCX's eager protocol between two
+ * processes; the rendezvous' control messages, whose cost the right side
+ * leaves out, make up for that. Measured on softverbs (choice-matrix,
+ * reused buffers, 2026-11-28):
+ *  - default link (the wire a copy, 7 GB/s): fragment gap 2.9 us, 1.1 us of
+ *    it the wire; eager wins at 16 KiB (14.9 against 16.0 us), loses from
+ *    32 KiB (26.7 against 16.6): eager up to 16 KiB;
+ *  - 25 Gb/s: 3.8 us, 2.7 the wire; 32 KiB about even (25.8 against 25.4),
+ *    64 KiB eager loses (45.3 against 37.9): up to 24 KiB;
+ *  - 10 Gb/s: 6.6 us, all of it the wire: eager wins or ties at every size
+ *    up to 256 KiB (16 KiB 20.4 against 28.3, 256 KiB 218 against 230):
+ *    up to UCP_SPPLN_EAGER_MAX_FRAGS fragments.
+ * A model without the fragment gap (a file from before it) charges every
+ * fragment but two a message's gap, in series with the wire:
  *   (fragments - 2) * gap + length / copy bandwidth < 2 * latency.
- * Measured on softverbs (bench/choice-matrix.sh, reused buffers): 16 KiB,
- * two fragments, eager 10.0-16.4 us against rendezvous 11.6-19.0 on every
- * link; 64 KiB, eight fragments, eager 28.6 against 14.8 on the default
- * link, even at 25 Gb/s.
  */
 size_t
 ucp_sppln_eager_max(const ucp_sppln_lane_model_t *lmodel, size_t seg_size)
 {
     const ucs_calib_model_t *model = &lmodel->model;
     size_t length, eager_max = 0;
+    double frag_excess, cost;
     unsigned frags;
 
     if (!lmodel->have_model || (seg_size == 0)) {
         return 0;
     }
 
+    frag_excess = ucs_max(0.0, model->net_frag_gap -
+                                       (UCS_CALIB_FRAG_SIZE /
+                                        ucs_calib_net_bw(model,
+                                                         UCS_CALIB_FRAG_SIZE)));
     for (frags = 1; frags <= UCP_SPPLN_EAGER_MAX_FRAGS; ++frags) {
         length = frags * seg_size;
-        if ((((double)frags - 2) * model->net_gap) +
-                    (length / ucs_calib_copy_bw(model, length)) >=
-            2 * model->net_latency) {
+        if (model->net_frag_gap > 0) {
+            cost = ((double)frags - 1) * frag_excess;
+        } else {
+            cost = (((double)frags - 2) * model->net_gap) +
+                   (length / ucs_calib_copy_bw(model, length));
+        }
+        if (cost >= 2 * model->net_latency) {
             break;
         }
         eager_max = length;

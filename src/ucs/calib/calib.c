@@ -49,8 +49,8 @@
  * the key names the CPUs the process may run on; 6: net and stage
  * lines, zero-copy and a staged sender by working set; 7: the fill of
  * untouched receive buffers; 8: the copy into pages the kernel faulted in,
- * fill_copy) */
-#define UCS_CALIB_FORMAT_VERSION 8
+ * fill_copy; 9: net_frag_gap) */
+#define UCS_CALIB_FORMAT_VERSION 9
 
 /* modes of the cache directory: the user's alone */
 #define UCS_CALIB_DIR_MODE 0700

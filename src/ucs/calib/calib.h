@@ -46,6 +46,10 @@ BEGIN_C_DECLS
  * the caches hold) */
 #define UCS_CALIB_NET_BW_SIZE UCS_MBYTE
 
+/* size of the fragments whose stream net_frag_gap times: an eager
+ * protocol's segment on InfiniBand (UCX's default IB_SEG_SIZE) */
+#define UCS_CALIB_FRAG_SIZE ((size_t)(8 * UCS_KBYTE))
+
 
 /* Pages of a buffer being registered or copied */
 typedef enum {
@@ -115,6 +119,12 @@ typedef struct ucs_calib_model {
     double net_bw; /* bytes per second, for
                                            UCS_CALIB_NET_BW_SIZE */
     double                 net_gap;     /* seconds between small messages */
+    /* seconds per message of a stream of UCS_CALIB_FRAG_SIZE-byte sends
+     * that the receiver takes off its queue and copies out, as an eager
+     * protocol's fragments go: the wire's time for one, or the hosts' work
+     * for one where that takes longer (0: not measured, an older model
+     * file) */
+    double net_frag_gap;
     /* share of a large transfer's time during which it takes the posting
      * thread's core, so that copies there cannot overlap it: 0 where a NIC
      * moves the data, up to 1 where the transfer is a copy on the process's

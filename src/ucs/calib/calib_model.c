@@ -797,6 +797,8 @@ ucs_calib_model_check(ucs_calib_model_t *model, int fix, char *err, size_t max)
     ucs_calib_check_value(&check, "net_bw", UCS_CALIB_VALUE_BW, &model->net_bw);
     ucs_calib_check_value(&check, "net_gap", UCS_CALIB_VALUE_TIME,
                           &model->net_gap);
+    ucs_calib_check_value(&check, "net_frag_gap", UCS_CALIB_VALUE_TIME,
+                          &model->net_frag_gap);
     ucs_calib_check_value(&check, "net_cpu", UCS_CALIB_VALUE_SHARE,
                           &model->net_cpu);
 
@@ -895,6 +897,7 @@ void ucs_calib_model_print(const ucs_calib_model_t *model, FILE *stream)
                 model->stage[i].bw);
     }
     fprintf(stream, "net_gap %.9e\n", model->net_gap);
+    fprintf(stream, "net_frag_gap %.9e\n", model->net_frag_gap);
     fprintf(stream, "net_cpu %.6f\n", model->net_cpu);
     for (i = 0; i < UCS_COPY_BACKEND_LAST; ++i) {
         e = &model->engine[i];
@@ -1109,6 +1112,11 @@ static ucs_status_t ucs_calib_parse_line(char **tok, unsigned ntok,
         model->net_gap = v[1];
         ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_TIME,
                               &model->net_gap);
+    } else if (!strcmp(key, "net_frag_gap")) {
+        UCS_CALIB_NEED_VALUES(1);
+        model->net_frag_gap = v[1];
+        ucs_calib_check_value(&check, key, UCS_CALIB_VALUE_TIME,
+                              &model->net_frag_gap);
     } else if (!strcmp(key, "net_cpu")) {
         UCS_CALIB_NEED_VALUES(1);
         model->net_cpu = v[1];

@@ -15,6 +15,7 @@
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
 #include <ucs/time/time.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -42,6 +43,11 @@
 #define UCT_HCR_CALIB_STAGE_SLOTS  3
 #define UCT_HCR_CALIB_STAGE_PUTS   2
 #define UCT_HCR_CALIB_TIMEOUT      5.0 /* seconds, for one completion */
+/* the stream of fragment-sized sends: its messages, the receives posted
+ * for it (as a UCT iface keeps a queue of them), and its repetitions */
+#define UCT_HCR_CALIB_FRAG_MSGS  256
+#define UCT_HCR_CALIB_FRAG_RECVS 16
+#define UCT_HCR_CALIB_FRAG_REPS  5
 
 static const size_t uct_hcr_calib_reg_sizes[] = {
     /* up to 4 MiB: registered twice with relaxed ordering, within the 8 MiB
@@ -110,34 +116,45 @@ static ucs_status_t uct_hcr_calib_write(uct_hcr_calib_loop_t *loop,
                                     flags, wr_id);
 }
 
-static ucs_status_t uct_hcr_calib_wait(uct_hcr_calib_loop_t *loop,
-                                       unsigned count)
+/* The next completion of the loopback, a successful one, in *wc */
+static ucs_status_t
+uct_hcr_calib_poll(uct_hcr_calib_loop_t *loop, struct ibv_wc *wc)
 {
     ucs_time_t deadline = ucs_get_time() +
                           ucs_time_from_sec(UCT_HCR_CALIB_TIMEOUT);
-    struct ibv_wc wc;
     int ret;
 
-    while (count > 0) {
-        ret = ibv_poll_cq(loop->cq, 1, &wc);
-        if (ret < 0) {
-            ucs_error("hcr calib: ibv_poll_cq() failed: %d", ret);
-            return UCS_ERR_IO_ERROR;
-        } else if (ret == 0) {
-            if (ucs_get_time() > deadline) {
-                ucs_error("hcr calib: loopback write did not complete in "
-                          "%.0f s", UCT_HCR_CALIB_TIMEOUT);
-                return UCS_ERR_TIMED_OUT;
-            }
-            continue;
+    while ((ret = ibv_poll_cq(loop->cq, 1, wc)) == 0) {
+        if (ucs_get_time() > deadline) {
+            ucs_error("hcr calib: loopback work request did not complete in "
+                      "%.0f s",
+                      UCT_HCR_CALIB_TIMEOUT);
+            return UCS_ERR_TIMED_OUT;
         }
+    }
 
-        if (wc.status != IBV_WC_SUCCESS) {
-            ucs_error("hcr calib: loopback write failed: %s",
-                      ibv_wc_status_str(wc.status));
-            return UCS_ERR_IO_ERROR;
+    if (ret < 0) {
+        ucs_error("hcr calib: ibv_poll_cq() failed: %d", ret);
+        return UCS_ERR_IO_ERROR;
+    } else if (wc->status != IBV_WC_SUCCESS) {
+        ucs_error("hcr calib: loopback work request failed: %s",
+                  ibv_wc_status_str(wc->status));
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_hcr_calib_wait(uct_hcr_calib_loop_t *loop, unsigned count)
+{
+    ucs_status_t status;
+    struct ibv_wc wc;
+
+    for (; count > 0; --count) {
+        status = uct_hcr_calib_poll(loop, &wc);
+        if (status != UCS_OK) {
+            return status;
         }
-        --count;
     }
     return UCS_OK;
 }
@@ -484,7 +501,7 @@ static ucs_status_t uct_hcr_calib_loop_open(uct_ib_md_t *md,
     qp_attr.recv_cq          = loop->cq;
     qp_attr.qp_type          = IBV_QPT_RC;
     qp_attr.cap.max_send_wr  = UCT_HCR_CALIB_QP_DEPTH;
-    qp_attr.cap.max_recv_wr  = 1;
+    qp_attr.cap.max_recv_wr     = UCT_HCR_CALIB_FRAG_RECVS;
     qp_attr.cap.max_send_sge = 1;
     qp_attr.cap.max_recv_sge = 1;
     qp_attr.cap.max_inline_data = 8;
@@ -587,6 +604,145 @@ static ucs_status_t uct_hcr_calib_measure_net(uct_hcr_calib_loop_t *loop,
                     ucs_time_to_sec(ucs_get_time() - start);
 
     return UCS_OK;
+}
+
+/* Receive slot @a slot of the fragment stream, in the second half of the
+ * loopback buffer */
+static void *uct_hcr_calib_frag_slot(uct_hcr_calib_loop_t *loop, unsigned slot)
+{
+    return UCS_PTR_BYTE_OFFSET(loop->buf, (loop->buf_size / 2) +
+                                                  (slot * UCS_CALIB_FRAG_SIZE));
+}
+
+static ucs_status_t
+uct_hcr_calib_post_frag_recv(uct_hcr_calib_loop_t *loop, unsigned slot)
+{
+    struct ibv_recv_wr wr, *bad_wr;
+    struct ibv_sge sge;
+
+    sge.addr   = (uintptr_t)uct_hcr_calib_frag_slot(loop, slot);
+    sge.length = UCS_CALIB_FRAG_SIZE;
+    sge.lkey   = loop->mr->lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id   = slot;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    if (ibv_post_recv(loop->qp[1], &wr, &bad_wr)) {
+        ucs_error("hcr calib: ibv_post_recv() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+/*
+ * Seconds per message of a stream of UCT_HCR_CALIB_FRAG_MSGS sends of
+ * UCS_CALIB_FRAG_SIZE bytes, the way an eager protocol's fragments go: the
+ * sender posts them as far ahead as the receiver has receives posted, the
+ * receiver takes each off its queue, copies it out of the receive buffer
+ * into @a out and posts the receive again. One thread does both sides, so
+ * where each side's work takes a core (an emulated NIC) the time is their
+ * sum, where a NIC moves the data at least its wire time.
+ */
+static ucs_status_t
+uct_hcr_calib_frag_stream(uct_hcr_calib_loop_t *loop, void *out, double *t_p)
+{
+    unsigned signal_every = UCT_HCR_CALIB_QP_DEPTH / 2;
+    unsigned posted = 0, received = 0, signaled = 0, completed = 0;
+    ucs_time_t start = ucs_get_time();
+    ucs_status_t status;
+    struct ibv_wc wc;
+    int flags;
+
+    while (received < UCT_HCR_CALIB_FRAG_MSGS) {
+        /* at most two signaled sends outstanding, as the gap's stream */
+        while ((posted < UCT_HCR_CALIB_FRAG_MSGS) &&
+               ((posted - received) < UCT_HCR_CALIB_FRAG_RECVS) &&
+               ((signaled - completed) < 2)) {
+            flags = 0;
+            if ((((posted + 1) % signal_every) == 0) ||
+                ((posted + 1) == UCT_HCR_CALIB_FRAG_MSGS)) {
+                flags = IBV_SEND_SIGNALED;
+                ++signaled;
+            }
+            status = uct_hcr_calib_post_rdma(loop, IBV_WR_SEND, loop->buf,
+                                             loop->mr->lkey, NULL, 0,
+                                             UCS_CALIB_FRAG_SIZE, flags,
+                                             posted);
+            if (status != UCS_OK) {
+                return status;
+            }
+            ++posted;
+        }
+
+        status = uct_hcr_calib_poll(loop, &wc);
+        if (status != UCS_OK) {
+            return status;
+        }
+        if (!(wc.opcode & IBV_WC_RECV)) {
+            ++completed;
+            continue;
+        }
+        if ((wc.wr_id >= UCT_HCR_CALIB_FRAG_RECVS) ||
+            (wc.byte_len != UCS_CALIB_FRAG_SIZE)) {
+            ucs_error("hcr calib: receive %" PRIu64 " of %u bytes, expected "
+                      "one of %u slots of %zu bytes",
+                      wc.wr_id, wc.byte_len, UCT_HCR_CALIB_FRAG_RECVS,
+                      UCS_CALIB_FRAG_SIZE);
+            return UCS_ERR_IO_ERROR;
+        }
+        memcpy(out, uct_hcr_calib_frag_slot(loop, wc.wr_id), wc.byte_len);
+        ucs_compiler_fence();
+        status = uct_hcr_calib_post_frag_recv(loop, wc.wr_id);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ++received;
+    }
+
+    status = uct_hcr_calib_wait(loop, signaled - completed);
+    *t_p   = ucs_time_to_sec(ucs_get_time() - start) / UCT_HCR_CALIB_FRAG_MSGS;
+    return status;
+}
+
+/* net_frag_gap: the median of UCT_HCR_CALIB_FRAG_REPS streams, after one
+ * untimed */
+static ucs_status_t uct_hcr_calib_measure_net_frag(uct_hcr_calib_loop_t *loop,
+                                                   ucs_calib_model_t *model)
+{
+    double t[UCT_HCR_CALIB_FRAG_REPS + 1];
+    ucs_status_t status = UCS_OK;
+    unsigned i, posted;
+    void *out;
+
+    out = ucs_malloc(UCS_CALIB_FRAG_SIZE, "hcr calib fragment");
+    if (out == NULL) {
+        ucs_error("hcr calib: failed to allocate %zu bytes",
+                  UCS_CALIB_FRAG_SIZE);
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    for (posted = 0; posted < UCT_HCR_CALIB_FRAG_RECVS; ++posted) {
+        status = uct_hcr_calib_post_frag_recv(loop, posted);
+        if (status != UCS_OK) {
+            goto out;
+        }
+    }
+
+    for (i = 0; i <= UCT_HCR_CALIB_FRAG_REPS; ++i) {
+        status = uct_hcr_calib_frag_stream(loop, out, &t[i]);
+        if (status != UCS_OK) {
+            goto out;
+        }
+    }
+
+    model->net_frag_gap = ucs_calib_median(t + 1, UCT_HCR_CALIB_FRAG_REPS);
+    ucs_debug("hcr calib: %zu-byte sends received and copied out: %.3f us "
+              "each",
+              UCS_CALIB_FRAG_SIZE, model->net_frag_gap * 1e6);
+out:
+    /* the receives still posted go with the QP */
+    ucs_free(out);
+    return status;
 }
 
 /* The buffers of the working-set measurements: a message's source and
@@ -886,6 +1042,9 @@ static ucs_status_t uct_hcr_calib_measure(void *arg, ucs_calib_model_t *model)
     status = uct_hcr_calib_measure_xfer(md, &loop, model);
     if (status == UCS_OK) {
         status = uct_hcr_calib_measure_net(&loop, model);
+    }
+    if (status == UCS_OK) {
+        status = uct_hcr_calib_measure_net_frag(&loop, model);
     }
     if (status == UCS_OK) {
         status = uct_hcr_calib_measure_net_cpu(&loop, model);

@@ -14,6 +14,9 @@
 #   zcopy  rndv/sppln forced to hand every message to UCX's own choice
 #          (its rendezvous zero-copy, with the registration cache)
 #   rcv    rc_verbs with UCX's registration cache, the reference
+# Each pair of processes sends every size's fresh messages first, then
+# every size's reused buffers (a fresh phase after another size's reused
+# one paid for its traffic: bench/choice-matrix.c, "Order").
 # Fresh buffers are mapped for each message; reused ones are timed after
 # at least eight untimed sends that last CM_REUSED_WARM_MS (default 20) ms
 # (the automatic choice stages a buffer's first send and registers it on

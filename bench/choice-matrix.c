@@ -39,7 +39,7 @@
  *           three to six sends, then 110; not investigated further), which
  *           moved a median of 9 by tens of percent from one process to the
  *           next: the steady state is timed from the ninth send.
- *           Nine sends were not enough after staged ones. A process pair
+ *           Eight untimed sends were not enough after staged ones: a pair
  *           whose fresh messages had been staged sent its reused 256 KiB
  *           by UCX's rendezvous in 46-53 us for its first hundred or so
  *           sends, one whose fresh ones had all gone zero-copy in 35-38,
@@ -51,7 +51,7 @@
  *           and the kernel's copy alone (process_vm_readv of 256 KiB,
  *           bench-free) took 12.5-15 us with no such transient. So the
  *           warm-up runs for a time, which ends the transient of every
- *           column alike; CM_REUSED_WARM_MS=0 gives the nine sends alone.
+ *           column alike; CM_REUSED_WARM_MS=0 gives the eight alone.
  * Order: every size's fresh messages, then every size's reused buffers.
  * A fresh phase that followed the reused phase of the size before it paid
  * for that phase's traffic, which differs by column (auto's reused 16 KiB

@@ -46,8 +46,9 @@ BEGIN_C_DECLS
  * the caches hold) */
 #define UCS_CALIB_NET_BW_SIZE UCS_MBYTE
 
-/* size of the fragments whose stream net_frag_gap times: an eager
- * protocol's segment on InfiniBand (UCX's default IB_SEG_SIZE) */
+/* size of the fragments whose stream net_frag_gap times: about an eager
+ * protocol's segment on InfiniBand (UCX_IB_SEG_SIZE, 8256 by default, less
+ * its headers) */
 #define UCS_CALIB_FRAG_SIZE ((size_t)(8 * UCS_KBYTE))
 
 

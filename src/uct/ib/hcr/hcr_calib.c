@@ -529,13 +529,20 @@ err:
     return status;
 }
 
+/* Whether send number @a posted of a stream of @a count is signaled: one
+ * per half queue, and the last, so that the stream's end is seen */
+static int uct_hcr_calib_stream_signaled(unsigned posted, unsigned count)
+{
+    return (((posted + 1) % (UCT_HCR_CALIB_QP_DEPTH / 2)) == 0) ||
+           ((posted + 1) == count);
+}
+
 static ucs_status_t uct_hcr_calib_measure_net(uct_hcr_calib_loop_t *loop,
                                               ucs_calib_model_t *model)
 {
     double lat[UCT_HCR_CALIB_LAT_ITERS];
     ucs_status_t status;
     ucs_time_t start;
-    unsigned signal_every = UCT_HCR_CALIB_QP_DEPTH / 2;
     unsigned i, posted, signaled, completed;
     int flags;
 
@@ -561,7 +568,7 @@ static ucs_status_t uct_hcr_calib_measure_net(uct_hcr_calib_loop_t *loop,
     for (posted = 0, signaled = 0, completed = 0;
          posted < UCT_HCR_CALIB_GAP_MSGS; ++posted) {
         flags = IBV_SEND_INLINE;
-        if (((posted + 1) % signal_every) == 0) {
+        if (uct_hcr_calib_stream_signaled(posted, UCT_HCR_CALIB_GAP_MSGS)) {
             flags |= IBV_SEND_SIGNALED;
             ++signaled;
         }
@@ -646,7 +653,6 @@ uct_hcr_calib_post_frag_recv(uct_hcr_calib_loop_t *loop, unsigned slot)
 static ucs_status_t
 uct_hcr_calib_frag_stream(uct_hcr_calib_loop_t *loop, void *out, double *t_p)
 {
-    unsigned signal_every = UCT_HCR_CALIB_QP_DEPTH / 2;
     unsigned posted = 0, received = 0, signaled = 0, completed = 0;
     ucs_time_t start = ucs_get_time();
     ucs_status_t status;
@@ -659,8 +665,8 @@ uct_hcr_calib_frag_stream(uct_hcr_calib_loop_t *loop, void *out, double *t_p)
                ((posted - received) < UCT_HCR_CALIB_FRAG_RECVS) &&
                ((signaled - completed) < 2)) {
             flags = 0;
-            if ((((posted + 1) % signal_every) == 0) ||
-                ((posted + 1) == UCT_HCR_CALIB_FRAG_MSGS)) {
+            if (uct_hcr_calib_stream_signaled(posted,
+                                              UCT_HCR_CALIB_FRAG_MSGS)) {
                 flags = IBV_SEND_SIGNALED;
                 ++signaled;
             }

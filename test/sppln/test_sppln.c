@@ -60,6 +60,7 @@ typedef struct {
 const sppln_stats_t *ucp_proto_sppln_stats(ucp_worker_h worker);
 void ucp_proto_sppln_test_fault(unsigned faults);
 void ucp_proto_sppln_test_zcopy_scale(double scale);
+void ucp_proto_sppln_test_staged_scale(double scale);
 
 enum { SP_BCOPY = 1, SP_SPPLN = 2, SP_ZCOPY = 3 };
 enum {
@@ -3123,7 +3124,12 @@ typedef struct {
     int ucx_rndv; /* zero-copy by UCX's rendezvous, whose ATS times
                      it: UCX_RNDV_THRESH set (without it UCX sends a few
                      MiB on softverbs by its eager zero-copy, untimed) */
+    int slow_send; /* the send (by its index, 0: none) that counts as
+                      SPPLN_SLOW_STAGED times its time if staged */
 } sppln_eager_arg_t;
+
+/* far more than a timed zero-copy send counts as in any of the tests */
+#define SPPLN_SLOW_STAGED 1e4
 
 /* Rank 0 sends one buffer arg->sends times, new data each time: the
  * first send stages it, the next ones are zero-copy sends of a registered
@@ -3160,6 +3166,10 @@ static void sppln_eager_rank(th_oob_t *oob, int rank, int nprocs, void *varg)
                 backoff = st->cached_backoff;
                 timed   = st->zcopy_timed;
             }
+            ucp_proto_sppln_test_staged_scale(
+                    ((arg->slow_send > 0) && (i == arg->slow_send)) ?
+                            SPPLN_SLOW_STAGED :
+                            1.0);
             th_fill_pattern(buf, arg->size, 1200 + i);
             sppln_send_to_posted(&ucp, oob, buf, arg->size, 0x900 + i);
         } else {
@@ -3336,9 +3346,10 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_goes_staged, 120)
 
 /*
  * A staged registered buffer is checked against zero-copy's time, the
- * model's where no zero-copy send of its size was timed yet: one that took
- * longer (here every one) sends the next messages of its size zero-copy,
- * and those are timed.
+ * model's where no zero-copy send of its size was timed yet: two that took
+ * longer (here every one), the first and the one that confirms it, send
+ * the next messages of its size zero-copy, and those are timed. Of 4 sends
+ * (one first send, 3 registered): 2 staged, then one zero-copy.
  */
 TH_TEST_TIMEOUT(sppln, large_registered_buffer_backs_off, 120)
 {
@@ -3346,9 +3357,9 @@ TH_TEST_TIMEOUT(sppln, large_registered_buffer_backs_off, 120)
                               SPPLN_MODEL_FAST_LARGE_ZCOPY},
                              8 * SPPLN_MB,
                              0,
+                             2,
                              1,
-                             1,
-                             0,
+                             4,
                              1};
     ucs_calib_derived_t d;
 
@@ -3428,9 +3439,11 @@ static size_t sppln_explored_size(const char *model)
  * checked against zero-copy: the zero-copy sends of that size the sender
  * timed (each, start to ATS), else the model. One that took less keeps the
  * size class staged (every later one checked the same way); one that took
- * clearly longer sends the size class back to zero-copy. Of 8 sends (one
- * first send, 7 registered): 3 zero-copy, then 4 staged; or the fourth
- * staged, backing off, and the rest zero-copy. Below zero-copy's first
+ * longer is confirmed by the next, also staged, and where the faster of
+ * the two took clearly longer the size class goes back to zero-copy. Of 8
+ * sends (one first send, 7 registered): 3 zero-copy, then 4 staged; or the
+ * fourth and fifth staged, backing off, and the rest zero-copy. Below
+ * zero-copy's first
  * measured working set, where its rate is interpolated, none is staged
  * nor timed.
  *
@@ -3458,7 +3471,7 @@ TH_TEST_TIMEOUT(sppln, registered_buffer_near_threshold_explored, 180)
 
     /* the model stages faster, the host zero-copies faster */
     arg.zcopy_scale = 0.01;
-    arg.staged      = 1;
+    arg.staged      = 2;
     arg.backoff     = 1;
     sppln_run(sppln_eager_rank, &arg.super);
 
@@ -3472,7 +3485,7 @@ TH_TEST_TIMEOUT(sppln, registered_buffer_near_threshold_explored, 180)
     /* the model zero-copies faster than staging, and so does the host */
     arg.super.model = SPPLN_MODEL_NEAR_TIE_FAST;
     arg.size        = sppln_explored_size(SPPLN_MODEL_NEAR_TIE_FAST);
-    arg.staged      = 1;
+    arg.staged      = 2;
     arg.backoff     = 1;
     arg.timed       = 1;
     sppln_run(sppln_eager_rank, &arg.super);
@@ -3481,6 +3494,12 @@ TH_TEST_TIMEOUT(sppln, registered_buffer_near_threshold_explored, 180)
     arg.zcopy_scale = 100;
     arg.staged      = 4;
     arg.backoff     = 0;
+    sppln_run(sppln_eager_rank, &arg.super);
+
+    /* so does the host, but the first staged one (the fourth registered
+     * send) was slowed by something else: the next one, staged too,
+     * decides, and keeps the size class staged */
+    arg.slow_send = 4;
     sppln_run(sppln_eager_rank, &arg.super);
 }
 

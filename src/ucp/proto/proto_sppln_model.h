@@ -141,6 +141,10 @@ typedef struct {
      * from the request's start to its completion (0: none) */
     double zcopy_byte_time[UCP_SPPLN_SIZE_CLASSES][UCP_SPPLN_ZCOPY_SAMPLES];
     uint8_t zcopy_next[UCP_SPPLN_SIZE_CLASSES];
+    /* a staged message that did not beat zero-copy, as its time over
+     * zero-copy's, until the next staged one of its size class confirms
+     * it (0: none pending) */
+    float cached_pending_ratio[UCP_SPPLN_SIZE_CLASSES];
     /* registered messages the checks would stage (one in
      * UCP_SPPLN_CACHED_BACKOFF goes zero-copy, timed) */
     uint8_t cached_refresh_count[UCP_SPPLN_SIZE_CLASSES];
@@ -232,10 +236,12 @@ ucp_sppln_choose(ucp_context_h context, ucp_sppln_staged_table_t *staged,
 /* A registered buffer of @a length bytes was staged: @a since_start from
  * the request's start until its last puts completed, @a since_rtr of that
  * from the receiver's RTR. Where zero-copy would have taken less (timed
- * zero-copy sends of its size class, else the model), the next
- * UCP_SPPLN_CACHED_BACKOFF messages of its size class go zero-copy; below
- * the model's threshold, where it took less, the next ones are staged.
- * Returns 1 when it backs off. */
+ * zero-copy sends of its size class, else the model), the next message of
+ * its size class is staged too, and where zero-copy beats the faster of
+ * the two by more than UCP_SPPLN_CACHED_LOSS, the next
+ * UCP_SPPLN_CACHED_BACKOFF go zero-copy; below the model's threshold,
+ * where one took less, the next ones are staged. Returns 1 when it backs
+ * off. */
 int ucp_sppln_cached_staged_check(ucp_sppln_staged_table_t *staged,
                                   const ucp_sppln_lane_model_t *lmodel,
                                   size_t length, double since_start,

@@ -61,8 +61,10 @@ extern ucp_proto_t ucp_am_rndv_sppln_proto;
 
 unsigned ucp_sppln_faults = 0;
 
-/* what the zero-copy sends timed take is multiplied by (tests) */
-static double ucp_sppln_zcopy_scale = 1.0;
+/* what the zero-copy sends timed and the staged ones checked take is
+ * multiplied by (tests) */
+static double ucp_sppln_zcopy_scale  = 1.0;
+static double ucp_sppln_staged_scale = 1.0;
 
 void ucp_proto_sppln_test_fault(unsigned faults)
 {
@@ -74,6 +76,13 @@ void ucp_proto_sppln_test_fault(unsigned faults)
 void ucp_proto_sppln_test_zcopy_scale(double scale)
 {
     ucp_sppln_zcopy_scale = scale;
+}
+
+/* Tests: the staged sends of registered buffers count as @a scale times
+ * their time in their check (one slowed by something else) */
+void ucp_proto_sppln_test_staged_scale(double scale)
+{
+    ucp_sppln_staged_scale = scale;
 }
 
 static int ucp_sppln_send_is_ours(const ucp_request_t *req)
@@ -103,8 +112,10 @@ ucp_sppln_send_check_cached(ucp_request_t *req, const ucp_sppln_xfer_t *xfer)
 
     sw->stats.cached_backoff += ucp_sppln_cached_staged_check(
             &sw->staged, &spriv->lmodel, req->send.state.dt_iter.length,
-            ucs_time_to_sec(now - xfer->send.start_time),
-            ucs_time_to_sec(now - xfer->send.rtr_time));
+            ucs_time_to_sec(now - xfer->send.start_time) *
+                    ucp_sppln_staged_scale,
+            ucs_time_to_sec(now - xfer->send.rtr_time) *
+                    ucp_sppln_staged_scale);
 }
 
 /* Time a zero-copy send of a registered buffer handed to UCX's rendezvous,

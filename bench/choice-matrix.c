@@ -52,6 +52,12 @@
  *           bench-free) took 12.5-15 us with no such transient. So the
  *           warm-up runs for a time, which ends the transient of every
  *           column alike; CM_REUSED_WARM_MS=0 gives the eight alone.
+ *           20 ms were not enough either: after 20 ms, auto's reused
+ *           64 KiB at 25 Gb/s + 20 us took 49.6 us against forced
+ *           zero-copy's 44.7 (medians of 8 pairs, the same path), its
+ *           reused 256 KiB on the default link 41.7 against rc_verbs'
+ *           37.0 (6 pairs); after 100 ms, 39.1 against 38.9 and 34.6
+ *           against 34.8, after 300 ms 36.9 against 37.0.
  * Order: every size's fresh messages, then every size's reused buffers.
  * A fresh phase that followed the reused phase of the size before it paid
  * for that phase's traffic, which differs by column (auto's reused 16 KiB
@@ -85,7 +91,7 @@
 /* untimed sends of a reused buffer, at least, and for at least so long by
  * default: see "reused" above */
 #define CM_REUSED_WARMUP          8
-#define CM_REUSED_WARM_MS_DEFAULT 20
+#define CM_REUSED_WARM_MS_DEFAULT 100
 /* the largest fresh message that takes CM_CHEAP_MSGS messages */
 #define CM_CHEAP_FRESH_MAX (1024 * 1024)
 

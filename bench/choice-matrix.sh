@@ -18,11 +18,11 @@
 # every size's reused buffers (a fresh phase after another size's reused
 # one paid for its traffic: bench/choice-matrix.c, "Order").
 # Fresh buffers are mapped for each message; reused ones are timed after
-# at least eight untimed sends that last CM_REUSED_WARM_MS (default 20) ms
+# at least eight untimed sends that last CM_REUSED_WARM_MS (default 100) ms
 # (the automatic choice stages a buffer's first send and registers it on
 # the second, and every column's next sends are slower than its steady
-# state, after staged fresh messages for a hundred or so: see
-# bench/choice-matrix.c).
+# state for tens of milliseconds, by how much depending on the column's
+# fresh messages before: see bench/choice-matrix.c).
 # Each rank runs on a core of its own (PAIR_PIN=1). A cell's time is the
 # median over RUNS rounds (default 5) of each round's median message: of
 # CM_MSGS (default 9) fresh messages from 4 MiB, of CM_CHEAP_MSGS (default
@@ -66,7 +66,7 @@
 # SOFTVERBS_LINK_LAT_US for the modelled links: CM_LINK_LAT_US (default 1,
 # a NIC and a switch). CM_LINKS and CM_REGS narrow the settings (e.g.
 # CM_LINKS="default 25" CM_REGS=measured). The whole run (RUNS=5,
-# REPEAT=2) takes about 16 minutes here. Writes
+# REPEAT=2) takes about 20 minutes here. Writes
 # bench/results/choice-matrix.{txt,png}, and each round's output (the
 # columns, calibrations and first touches) to
 # bench/results/choice-matrix-raw.tar.xz; CM_FROM=that file analyses it
@@ -78,7 +78,7 @@ RUNS=${RUNS:-5}
 REPEAT=${REPEAT:-2}
 MSGS=${CM_MSGS:-9}
 CHEAP=${CM_CHEAP_MSGS:-$((3 * MSGS))}
-WARM_MS=${CM_REUSED_WARM_MS:-20}
+WARM_MS=${CM_REUSED_WARM_MS:-100}
 LAT=${CM_LINK_LAT_US:-1}
 bench_prepare
 bench_cc_ucp "$tmp/cm" "$bench_top/bench/choice-matrix.c"

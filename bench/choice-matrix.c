@@ -10,6 +10,9 @@
  *  zcopy  hcr, rndv/sppln forced to hand every message to UCX's own
  *         protocols (its rendezvous, with the registration cache)
  *  rcv    rc_verbs (TLS=rc_v) with its registration cache, the reference
+ *  rcv2   the same as rcv, a control: how far apart two identical columns
+ *         land is how much of a difference between two columns this
+ *         bench can see at all (choice-matrix.sh, the summary)
  * The columns (all, or those CM_COLUMNS names) take turns message by
  * message, each round in another order, so that they share the host's
  * moments. choice-matrix.sh runs one column per pair of processes all the
@@ -148,6 +151,7 @@ static cm_column_t cm_columns[] = {
           {"RNDV_SPPLN_PATH", "zcopy"},
           {"RNDV_SPPLN_THRESH", "16k"}}},
         {"rcv", {{"TLS", "rc_v"}}},
+        {"rcv2", {{"TLS", "rc_v"}}},
 };
 
 static unsigned cm_num_columns = sizeof(cm_columns) / sizeof(cm_columns[0]);

@@ -14,6 +14,10 @@
 #   zcopy  rndv/sppln forced to hand every message to UCX's own choice
 #          (its rendezvous zero-copy, with the registration cache)
 #   rcv    rc_verbs with UCX's registration cache, the reference
+#   rcv2   the same as rcv again, a control: the summary counts how often
+#          two identical columns land more than 5% apart (rcv2 / rcv), and
+#          how large a "regret" the one shows against the other, which is
+#          what this bench reads where there is no difference at all
 # Each pair of processes sends every size's fresh messages first, then
 # every size's reused buffers (a fresh phase after another size's reused
 # one paid for its traffic: bench/choice-matrix.c, "Order").
@@ -66,7 +70,7 @@
 # SOFTVERBS_LINK_LAT_US for the modelled links: CM_LINK_LAT_US (default 1,
 # a NIC and a switch). CM_LINKS and CM_REGS narrow the settings (e.g.
 # CM_LINKS="default 25" CM_REGS=measured). The whole run (RUNS=5,
-# REPEAT=2) takes about 20 minutes here. Writes
+# REPEAT=2) takes about 23 minutes here. Writes
 # bench/results/choice-matrix.{txt,png}, and each round's output (the
 # columns, calibrations and first touches) to
 # bench/results/choice-matrix-raw.tar.xz; CM_FROM=that file analyses it
@@ -122,7 +126,7 @@ if [ -z "${CM_FROM:-}" ]; then
         done
     done
 
-    cols="auto eager bcopy sppln zcopy rcv"
+    cols="auto eager bcopy sppln zcopy rcv rcv2"
     size_args=""
     for s in 16384 65536 262144 1048576 4194304 16777216; do
         size_args="$size_args -s $s"
@@ -181,7 +185,7 @@ links = sys.argv[7].split()
 regs = sys.argv[8].split()
 cheap = sys.argv[9]
 warm_ms = sys.argv[10]
-cols = ["auto", "eager", "bcopy", "sppln", "zcopy", "rcv"]
+cols = ["auto", "eager", "bcopy", "sppln", "zcopy", "rcv", "rcv2"]
 forced = ["eager", "bcopy", "sppln", "zcopy"]
 bufs = ["fresh", "reused"]
 
@@ -195,6 +199,10 @@ for rep in range(1, repeat + 1):
                     raw.setdefault((rep, r, l, g, c), {})[int(s)] = {
                         "fresh": (float(f), fp), "reused": (float(u), up)}
 sizes = sorted(raw[(1, 1, links[0], regs[0], "auto")])
+# runs saved before the control column was added have none
+if (1, 1, links[0], regs[0], "rcv2") not in raw:
+    cols.remove("rcv2")
+control = "rcv2" in cols
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
             if l.startswith("model name")), "?")
 
@@ -202,10 +210,10 @@ def cell(rep, l, g, b, s, c):
     return statistics.median(raw[(rep, r, l, g, c)][s][b][0]
                              for r in range(1, runs + 1))
 
-# auto / column c - 1 in each round (the pairs of one round ran seconds
+# a / column c - 1 in each round (the pairs of one round ran seconds
 # apart), the median over the rounds
-def paired(rep, l, g, b, s, c):
-    return statistics.median(raw[(rep, r, l, g, "auto")][s][b][0] /
+def paired(rep, l, g, b, s, c, a="auto"):
+    return statistics.median(raw[(rep, r, l, g, a)][s][b][0] /
                              raw[(rep, r, l, g, c)][s][b][0]
                              for r in range(1, runs + 1)) - 1
 
@@ -311,6 +319,7 @@ def sz(s):
 
 regret = {}
 regret_med = {}
+ctl_regret = {}
 print("# Regret matrix: hcr's automatic choice against each forced path, "
       "on softverbs")
 print("# times in us per message (with its 1-byte answer), medians of %d "
@@ -327,6 +336,9 @@ print("# path: what rndv/sppln made of auto's messages (ucx: UCX's own "
 print("# regret: the median over the rounds of auto / best - 1 in each "
       "round (the goals are judged on it); of med.: auto's median / the "
       "best's - 1")
+if control:
+    print("# rcv2: rc_verbs again, a control; ctl: rcv2's median / rcv's "
+          "(what two identical columns read)")
 for rep in range(1, repeat + 1):
     print()
     print("## full run %d" % rep)
@@ -336,10 +348,11 @@ for rep in range(1, repeat + 1):
             print("link %s, registration %s" %
                   (l if l == "default" else l + " Gb/s",
                    "as measured" if g == "measured" else "+20 us"))
-            print("%-5s %-6s %9s %9s %9s %9s %9s %9s  %-6s %-6s %7s %8s "
-                  "%8s" %
-                  ("size", "bufs", "auto", "eager", "bcopy", "sppln", "zcopy",
-                   "rcv", "path", "best", "regret", "of med.", "auto/rcv"))
+            print("%-5s %-6s " % ("size", "bufs") +
+                  " ".join("%9s" % c for c in cols) +
+                  "  %-6s %-6s %7s %8s %8s" %
+                  ("path", "best", "regret", "of med.", "auto/rcv") +
+                  (" %5s" % "ctl" if control else ""))
             for b in bufs:
                 for s in sizes:
                     t = {c: cell(rep, l, g, b, s, c) for c in cols}
@@ -347,12 +360,17 @@ for rep in range(1, repeat + 1):
                     rg = paired(rep, l, g, b, s, best)
                     regret[(rep, l, g, b, s)] = rg
                     regret_med[(rep, l, g, b, s)] = t["auto"] / t[best] - 1
+                    if control:
+                        ctl_regret[(rep, l, g, b, s)] = paired(
+                                rep, l, g, b, s, "rcv", "rcv2")
                     print("%-5s %-6s " % (sz(s), b) +
                           " ".join("%9.1f" % t[c] for c in cols) +
                           "  %-6s %-6s %6.1f%% %7.1f%% %8.2f" %
                           (path(rep, l, g, b, s), best, 100 * rg,
                            100 * regret_med[(rep, l, g, b, s)],
-                           t["auto"] / t["rcv"]))
+                           t["auto"] / t["rcv"]) +
+                          (" %5.2f" % (t["rcv2"] / t["rcv"])
+                           if control else ""))
 
 print()
 print("## summary")
@@ -384,6 +402,28 @@ for rep in range(1, repeat + 1):
     print("       reused buffers, auto / rc_verbs: max %.3f, median %.2f, "
           "%d of %d cells over 1.05 (goal: none)" %
           (max(reused), statistics.median(reused), n_over, len(reused)))
+    if control:
+        # the same ratio between two identical columns: how many cells
+        # read over 1.05 with no difference to find
+        ctl = [cell(rep, l, g, "reused", s, "rcv2") /
+               cell(rep, l, g, "reused", s, "rcv")
+               for l in links for g in regs for s in sizes]
+        zc = [cell(rep, l, g, "reused", s, "zcopy") /
+              cell(rep, l, g, "reused", s, "rcv")
+              for l in links for g in regs for s in sizes]
+        cv = [x for k, x in ctl_regret.items() if k[0] == rep]
+        print("       control, rcv2 / rc_verbs (the same column twice), "
+              "reused: max %.3f, %d of %d cells over 1.05, %d under 0.95; "
+              "forced zero-copy / rc_verbs (the same protocol): max %.3f, "
+              "%d over 1.05" %
+              (max(ctl), sum(x > 1.05 for x in ctl), len(ctl),
+               sum(x < 0.95 for x in ctl), max(zc),
+               sum(x > 1.05 for x in zc)))
+        print("       the control's \"regret\" (rcv2 / rcv - 1 by rounds), "
+              "every cell: over 10%% in %d of %d, over 25%% in %d, worst "
+              "%.1f%%" %
+              (sum(x > 0.10 for x in cv), len(cv),
+               sum(x > 0.25 for x in cv), 100 * max(cv)))
 if repeat > 1:
     for what, rgs in (("regret", regret), ("regret of the medians",
                                             regret_med)):

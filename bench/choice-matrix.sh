@@ -217,6 +217,14 @@ def paired(rep, l, g, b, s, c, a="auto"):
                              raw[(rep, r, l, g, c)][s][b][0]
                              for r in range(1, runs + 1)) - 1
 
+# column c's median over rc_verbs' in every reused cell of a full run (the
+# medians' ratio: taken round by round it moved as much from one full run
+# to the next, 90th percentile 0.084 against 0.064)
+def reused_vs_rcv(rep, c):
+    return [cell(rep, l, g, "reused", s, c) /
+            cell(rep, l, g, "reused", s, "rcv")
+            for l in links for g in regs for s in sizes]
+
 def path(rep, l, g, b, s):
     ps = [raw[(rep, r, l, g, "auto")][s][b][1] for r in range(1, runs + 1)]
     return max(sorted(set(ps)), key=ps.count)
@@ -377,11 +385,7 @@ print("## summary")
 for rep in range(1, repeat + 1):
     v = [x for k, x in regret.items() if k[0] == rep]
     worst = max((x, k) for k, x in regret.items() if k[0] == rep)
-    # the medians' ratio: taken round by round it moved as much from one
-    # full run to the next (90th percentile 0.084 against 0.064)
-    reused = [cell(rep, l, g, "reused", s, "auto") /
-              cell(rep, l, g, "reused", s, "rcv")
-              for l in links for g in regs for s in sizes]
+    reused = reused_vs_rcv(rep, "auto")
     # counts, and shares to a tenth: 86 of 96 is 89.6%, not the goal's 90
     n10 = sum(x <= 0.10 for x in v)
     n25 = sum(x <= 0.25 for x in v)
@@ -405,12 +409,8 @@ for rep in range(1, repeat + 1):
     if control:
         # the same ratio between two identical columns: how many cells
         # read over 1.05 with no difference to find
-        ctl = [cell(rep, l, g, "reused", s, "rcv2") /
-               cell(rep, l, g, "reused", s, "rcv")
-               for l in links for g in regs for s in sizes]
-        zc = [cell(rep, l, g, "reused", s, "zcopy") /
-              cell(rep, l, g, "reused", s, "rcv")
-              for l in links for g in regs for s in sizes]
+        ctl = reused_vs_rcv(rep, "rcv2")
+        zc = reused_vs_rcv(rep, "zcopy")
         cv = [x for k, x in ctl_regret.items() if k[0] == rep]
         print("       control, rcv2 / rc_verbs (the same column twice), "
               "reused: max %.3f, %d of %d cells over 1.05, %d under 0.95; "
